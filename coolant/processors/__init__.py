@@ -1,0 +1,20 @@
+"""The pure policy core: no I/O, no Faust, no clock. Same records in, same cooldowns out."""
+
+from coolant.processors.engine import Engine, Step, step_health, step_outcome
+from coolant.processors.policy import Backoff, DeploymentEntry, Options, Policy, Registry, RouterSettings
+from coolant.processors.state import DeploymentState, HealthState
+
+__all__ = [
+    "Backoff",
+    "DeploymentEntry",
+    "DeploymentState",
+    "Engine",
+    "HealthState",
+    "Options",
+    "Policy",
+    "Registry",
+    "RouterSettings",
+    "Step",
+    "step_health",
+    "step_outcome",
+]

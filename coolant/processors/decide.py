@@ -1,0 +1,186 @@
+"""The per-record decision: gate (G1-G7), mode (M1-M4), V2 (§3.5) and V1 (§3.6) rules.
+
+Pure functions over plain data. Each returns either a skip reason (str) or a `Candidate`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from fractions import Fraction
+
+from coolant.processors import categories as cat
+from coolant.processors.duration import counter_lifetime
+from coolant.processors.policy import DeploymentEntry, Options, Policy
+from coolant.processors.state import Counter, PathState
+from coolant.schemas import Window
+
+EXCLUDED_TYPES = frozenset(
+    {
+        "APIConnectionError",
+        "CallerCredentialAuthenticationError",
+        "CallerCredentialRateLimitError",
+        "MalformedRequestFieldError",
+        "UnsupportedEndpointError",
+    }
+)
+_PASSING_4XX = frozenset({401, 402, 404, 408, 429})
+_RETRYABLE_4XX = frozenset({408, 409, 429})
+DEFAULT_ALLOWED_FAILS = 3
+
+
+@dataclass(frozen=True, slots=True)
+class Failure:
+    """A failed record as the rules see it: after N1 (name) and N2 (pre-call checks)."""
+
+    status: int | None
+    name: str | None
+    ts: float
+
+    @property
+    def categories(self) -> tuple[str, ...]:
+        return cat.categories(self.name, self.status)
+
+
+@dataclass(frozen=True, slots=True)
+class Candidate:
+    """A cooldown the rules ask for, before backoff, re-cool and ejection filtering."""
+
+    reason: str
+    duration: float
+    window: Window
+
+
+def gate(policy: Policy, entry: DeploymentEntry | None, failure: Failure, duration: float | None) -> str | None:
+    """G1-G7; the skip reason of the first rule that stops the failure. `duration` None skips G5 (H2)."""
+    if entry is None:
+        return "unknown_deployment"
+    status = failure.status
+    if status is None:
+        return "no_status"
+    if failure.name in EXCLUDED_TYPES:
+        return "excluded_type"
+    if policy.router.disable_cooldowns:
+        return "disabled"
+    if duration is not None and duration == 0:
+        return "zero_duration"
+    if not _status_passes(status) and cat.resolve(entry.allowed_fails_policy, failure.categories) is None:
+        return "status_exempt"
+    if entry.wildcard:
+        return "wildcard"
+    return None
+
+
+def _status_passes(status: int) -> bool:
+    """G6: 401, 402, 404, 408, 429, any 5xx, and anything below 400 pass."""
+    return status >= 500 or status < 400 or status in _PASSING_4XX
+
+
+def retryable(status: int) -> bool:
+    return status >= 500 or status in _RETRYABLE_4XX
+
+
+def decide(
+    policy: Policy,
+    entry: DeploymentEntry,
+    ps: PathState,
+    failure: Failure,
+    duration: float,
+    window: Window,
+) -> Candidate | str:
+    """M1-M4 then V2 or V1. `window` holds the V2 counts; V1 uses its own counters."""
+    group = entry.model_group
+    status = failure.status
+    assert status is not None  # the gate stopped null statuses
+    single = policy.single(group)
+    if status == 402 and single:
+        return "single_402"
+    if entry.allowed_fails is not None or entry.allowed_fails_policy is not None:
+        return _deployment_v1(policy, entry, ps, failure, duration)
+    router = policy.router
+    if router.allowed_fails is not None or router.allowed_fails_policy is not None:
+        return _router_v1(policy, entry, ps, failure, duration)
+    reason = v2_reason(policy.options, status, single, window.successes, window.failures)
+    return Candidate(reason, duration, window) if reason is not None else "below_threshold"
+
+
+def v2_reason(o: Options, status: int, single: bool, s: int, f: int) -> str | None:
+    """V2.1-V2.5, the first rule that matches."""
+    n = s + f
+    if status == 429 and not single:
+        return "rate_limited"
+    if f == n and n >= o.outage_min_requests:
+        return "total_outage"
+    if not single and n >= o.min_requests and _over_rate(f, n, o.failure_rate):
+        return "failure_rate"
+    if not retryable(status):
+        return "non_retryable"
+    return None
+
+
+def _over_rate(f: int, n: int, rate: float) -> bool:
+    """f/n > rate, compared exactly in integers (2*f > n at the default 0.5)."""
+    if rate == 0.5:
+        return 2 * f > n
+    frac = Fraction(str(rate))
+    return f * frac.denominator > frac.numerator * n
+
+
+def _router_v1(
+    policy: Policy, entry: DeploymentEntry, ps: PathState, failure: Failure, duration: float
+) -> Candidate | str:
+    """Q1-Q4: router-level allowed fails, one counter shared by every category."""
+    router = policy.router
+    e_r = cat.resolve(router.allowed_fails_policy, failure.categories)
+    if e_r is None and policy.lone(entry.model_group):
+        return "lone_exempt"
+    if e_r is not None:
+        threshold = e_r[1]
+    elif router.allowed_fails is not None:
+        threshold = router.allowed_fails
+    else:
+        threshold = DEFAULT_ALLOWED_FAILS
+    return _count(policy, entry, ps, "", threshold, failure.ts, duration)
+
+
+def _deployment_v1(
+    policy: Policy, entry: DeploymentEntry, ps: PathState, failure: Failure, duration: float
+) -> Candidate | str:
+    """P1-P4: deployment-level allowed fails."""
+    cats = failure.categories
+    e_d = cat.resolve(entry.allowed_fails_policy, cats)
+    e_r = cat.resolve(policy.router.allowed_fails_policy, cats)
+    if e_d is None and policy.lone(entry.model_group) and (entry.allowed_fails is not None or e_r is None):
+        return "lone_exempt"
+    threshold: int
+    if e_d is not None:
+        threshold = e_d[1]
+    elif entry.allowed_fails is not None:
+        threshold = entry.allowed_fails
+    elif e_r is not None:
+        threshold = e_r[1]
+    elif policy.router.allowed_fails is not None:
+        threshold = policy.router.allowed_fails
+    else:
+        threshold = DEFAULT_ALLOWED_FAILS
+    if e_d is not None:
+        suffix = failure.name if cat.is_known_name(failure.name) else cat.CANONICAL_NAME[e_d[0]]
+    elif entry.allowed_fails is not None:
+        suffix = "generic"
+    else:
+        suffix = ""
+    return _count(policy, entry, ps, suffix or "", threshold, failure.ts, duration)
+
+
+def _count(
+    policy: Policy, entry: DeploymentEntry, ps: PathState, suffix: str, threshold: int, ts: float, duration: float
+) -> Candidate | str:
+    """C2 then Q4/P4: increment the counter; cool when the count exceeds the threshold."""
+    counter = ps.counters.get(suffix)
+    if counter is None or ts >= counter.expires:
+        counter = Counter(ts, ts + counter_lifetime(policy, entry), 1)
+        ps.counters[suffix] = counter
+    else:
+        counter.count += 1
+    if counter.count > threshold:
+        return Candidate("allowed_fails", duration, Window(counter.anchor, 0, counter.count))
+    return "below_threshold"

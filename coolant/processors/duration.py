@@ -1,0 +1,75 @@
+"""How long a cooldown lasts (spec T1-T4, H3, X4) and Retry-After parsing (T2, D5)."""
+
+from __future__ import annotations
+
+import math
+import re
+from datetime import UTC, datetime
+
+from coolant.processors.policy import DeploymentEntry, Policy
+
+DEFAULT_COOLDOWN = 5.0
+_SECONDS = re.compile(r"[ \t]*([0-9]+)[ \t]*")
+# RFC 9110 §5.6.7: IMF-fixdate, RFC 850 and asctime forms, always GMT.
+_DATE_FORMATS = ("%a, %d %b %Y %H:%M:%S GMT", "%A, %d-%b-%y %H:%M:%S GMT", "%a %b %d %H:%M:%S %Y")
+
+
+def _http_date(value: str) -> float | None:
+    """Epoch seconds of an RFC 9110 HTTP-date, else None."""
+    text = " ".join(value.split())  # asctime pads the day with a space
+    for fmt in _DATE_FORMATS:
+        try:
+            when = datetime.strptime(text, fmt)
+        except ValueError:
+            continue
+        return when.replace(tzinfo=UTC).timestamp()
+    return None
+
+
+def retry_after_seconds(value: str | None, ts: float) -> float | None:
+    """T2: the Retry-After duration measured from the record's own ts (D5), or None if ignored."""
+    if value is None:
+        return None
+    m = _SECONDS.fullmatch(value)
+    if m:
+        return float(int(m.group(1)))
+    when = _http_date(value)
+    if when is None:
+        return None
+    seconds = math.floor(when - ts)
+    return float(seconds) if seconds > 0 else None
+
+
+def request_duration(
+    policy: Policy, entry: DeploymentEntry, record_cooldown: float | None, retry_after: str | None, ts: float
+) -> float:
+    """T1-T4 for the request path; 0 means "do not cool" (G5)."""
+    if entry.cooldown_time is not None:
+        return entry.cooldown_time
+    if record_cooldown is not None and record_cooldown >= 0:
+        return record_cooldown
+    if entry.params_cooldown_time is not None:
+        return entry.params_cooldown_time
+    from_header = retry_after_seconds(retry_after, ts)
+    if from_header is not None:
+        cap = policy.options.max_cooldown_time
+        return min(from_header, cap) if cap is not None else from_header
+    return router_duration(policy)
+
+
+def router_duration(policy: Policy) -> float:
+    """T3/T4, and the whole of H3 for probes: the router's value if > 0, else 5 s."""
+    rc = policy.router.cooldown_time
+    return rc if rc is not None and rc > 0 else DEFAULT_COOLDOWN
+
+
+def counter_lifetime(policy: Policy, entry: DeploymentEntry) -> float:
+    """C1: how long a V1 allowed-fails counter lives, fixed when it is created."""
+    window = policy.options.allowed_fails_window
+    if window is not None:
+        return window
+    if entry.cooldown_time is not None:
+        return entry.cooldown_time
+    if entry.params_cooldown_time is not None:
+        return entry.params_cooldown_time
+    return router_duration(policy)

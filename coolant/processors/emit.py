@@ -1,0 +1,84 @@
+"""From candidate to cooldown record: backoff (X2), re-cool (E2), the record itself (E3, E4)."""
+
+from __future__ import annotations
+
+import hashlib
+
+from coolant.processors.decide import Candidate
+from coolant.processors.policy import Backoff, DeploymentEntry, Options
+from coolant.processors.state import PathState
+from coolant.schemas import Cooldown
+
+MASK_KEEP = 50
+MASK_MAX = 1024
+
+
+def backoff_duration(b: Backoff, ps: PathState, ts: float, duration: float) -> tuple[float, int]:
+    """X2 steps 1-4: the lengthened duration and the streak it would set."""
+    end = ps.end
+    if end is not None and ts < end:
+        n = max(ps.streak, 1)
+    elif end is not None and ps.streak >= 1 and ts < end + b.reset_after:
+        n = ps.streak + 1
+    else:
+        n = 1
+    return max(duration, min(b.max, b.base * b.factor ** (n - 1))), n
+
+
+def admit(o: Options, ps: PathState, ts: float, duration: float) -> tuple[float, float] | None:
+    """Backoff then E2 on the path state: (final duration, until), or None when absorbed."""
+    streak = ps.streak
+    if o.backoff is not None:
+        duration, streak = backoff_duration(o.backoff, ps, ts, duration)
+    until = ts + duration  # E1: computed once, in doubles
+    if o.recool == "extend" and ps.end is not None and until <= ps.end:
+        return None
+    ps.end = until
+    ps.streak = streak
+    return duration, until
+
+
+def mask(text: str | None) -> str | None:
+    """E4: cut to 1,024 code points, keep the first 50, star the rest (length unchanged)."""
+    if text is None:
+        return None
+    text = text[:MASK_MAX]
+    if len(text) <= MASK_KEEP:
+        return text
+    return text[:MASK_KEEP] + "*" * (len(text) - MASK_KEEP)
+
+
+def cooldown_id(schema: str, deployment_id: str, event_id: str) -> str:
+    """E3: deterministic id from the trigger, so replay and live agree and duplicates show."""
+    digest = hashlib.sha256(f"{schema}\n{deployment_id}\n{event_id}".encode()).hexdigest()
+    return "cd-" + digest[:32]
+
+
+def build(
+    entry: DeploymentEntry,
+    candidate: Candidate,
+    duration: float,
+    until: float,
+    *,
+    trigger_schema: str,
+    trigger_event_id: str,
+    ts: float,
+    status: int | None,
+    name: str | None,
+    message: str | None,
+) -> Cooldown:
+    received = mask(message if message is not None else name) or ""
+    return Cooldown(
+        event_id=cooldown_id(trigger_schema, entry.deployment_id, trigger_event_id),
+        deployment_id=entry.deployment_id,
+        model_group=entry.model_group,
+        ts=ts,
+        until=until,
+        cooldown_time=duration,
+        reason=candidate.reason,
+        status_code=status,
+        exception_type=mask(name),
+        exception_received=received,
+        trigger_event_id=trigger_event_id,
+        window=candidate.window,
+    )

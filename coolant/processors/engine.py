@@ -1,0 +1,192 @@
+"""The policy engine: one record in, at most one cooldown out (spec §3.2, §3.10, §4).
+
+`step_outcome` and `step_health` are the per-deployment stage: they read the policy, update
+the `DeploymentState` they are given, and return a `Step`. `Engine` composes them with the
+group-level ejection filter over in-memory states; replay, tuning and tests use it, and the
+live agents run the same functions over states they persist.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from coolant.processors import ejection, windows
+from coolant.processors.categories import exception_name
+from coolant.processors.decide import Candidate, Failure, decide, gate
+from coolant.processors.duration import request_duration, router_duration
+from coolant.processors.emit import admit, build
+from coolant.processors.policy import DeploymentEntry, Options, Policy
+from coolant.processors.state import DeploymentState, HealthState, PathState
+from coolant.schemas import Cooldown, DeploymentRecord, Health, InputRecord, Outcome, Window
+
+PROBE_FAILED = "background_health_check_failed"
+
+
+@dataclass(frozen=True, slots=True)
+class Step:
+    """What one record did.
+
+    `disposition` is "counted" (a success), "late", "duplicate", "ignored", a gate or mode skip
+    reason, "below_threshold", "absorbed", "suppressed", "cooled" or "probe" (a probe with no
+    cooldown decision). `health` is set when the record changed the deployment's health state.
+    """
+
+    disposition: str
+    cooldown: Cooldown | None = None
+    health: HealthState | None = None
+
+
+COUNTED = Step("counted")
+LATE = Step("late")
+DUPLICATE = Step("duplicate")
+IGNORED = Step("ignored")
+
+
+def _accept(o: Options, ps: PathState, event_id: str, ts: float) -> Step | None:
+    """L1 (late), L2 (duplicate), then advance the high-water mark and discard old state (L3)."""
+    if ps.hw - ts > o.late_after:
+        return LATE
+    seen = ps.seen
+    if event_id in seen:
+        return DUPLICATE
+    seen[event_id] = ts
+    if ts > ps.hw:
+        ps.hw = ts
+        minute = int(ts // 60)
+        if minute != ps.gc_minute:
+            ps.gc_minute = minute
+            windows.discard(ps, o.late_after, o.window == "sliding")
+    return None
+
+
+def step_outcome(policy: Policy, st: DeploymentState, rec: Outcome) -> Step:
+    """O1-O9 for one outcome record, before the group-level ejection filter."""
+    o = policy.options
+    ps = st.request
+    ts = rec.ts
+    stop = _accept(o, ps, rec.event_id, ts)
+    if stop is not None:
+        return stop
+    if not rec.final and o.count_attempts == "final_only":
+        return IGNORED
+    status = rec.status_code
+    name = exception_name(rec.exception_type)
+    if rec.source == "pre_call_check":
+        if rec.ok:
+            return IGNORED
+        status, name = 429, "RateLimitError"
+    sliding = o.window == "sliding"
+    windows.add(ps, ts, rec.ok, sliding)
+    if rec.ok:
+        return COUNTED
+    failure = Failure(status, name, ts)
+    entry = policy.registry.get(rec.deployment_id)
+    duration = 0.0
+    if entry is not None:
+        duration = request_duration(policy, entry, rec.cooldown_time, rec.retry_after, ts)
+    skip = gate(policy, entry, failure, duration)
+    if skip is not None:
+        return Step(skip)
+    assert entry is not None
+    start, s, f = windows.counts(ps, ts, sliding)
+    verdict = decide(policy, entry, ps, failure, duration, Window(start, s, f))
+    if isinstance(verdict, str):
+        return Step(verdict)
+    return _emit(o, entry, ps, verdict, rec, failure)
+
+
+def step_health(policy: Policy, st: DeploymentState, rec: Health) -> Step:
+    """H1 (health state, always) and H2-H3 (probe cooldowns, when enabled)."""
+    update = None
+    probe = st.probe
+    if probe is None or rec.ts >= probe.timestamp:
+        new = HealthState(rec.healthy, rec.ts, "" if rec.healthy else PROBE_FAILED)
+        if new != probe:
+            st.probe = update = new
+    o = policy.options
+    if rec.healthy or not o.health_cooldown:
+        return Step("probe", None, update)
+    ps = st.health
+    stop = _accept(o, ps, rec.event_id, rec.ts)
+    if stop is not None:
+        return Step(stop.disposition, None, update)
+    failure = Failure(rec.status_code, exception_name(rec.exception_type), rec.ts)
+    entry = policy.registry.get(rec.deployment_id)
+    skip = gate(policy, entry, failure, None)
+    if skip is not None:
+        return Step(skip, None, update)
+    assert entry is not None
+    verdict = decide(policy, entry, ps, failure, router_duration(policy), Window(rec.ts, 0, 1))
+    if isinstance(verdict, str):
+        return Step(verdict, None, update)
+    step = _emit(o, entry, ps, Candidate("health_check", verdict.duration, verdict.window), rec, failure)
+    return Step(step.disposition, step.cooldown, update)
+
+
+def _emit(
+    o: Options, entry: DeploymentEntry, ps: PathState, candidate: Candidate, rec: Outcome | Health, failure: Failure
+) -> Step:
+    """O9: backoff and re-cool on the path state, then the cooldown record (E3)."""
+    admitted = admit(o, ps, rec.ts, candidate.duration)
+    if admitted is None:
+        return Step("absorbed")
+    duration, until = admitted
+    cooldown = build(
+        entry,
+        candidate,
+        duration,
+        until,
+        trigger_schema=rec.schema,
+        trigger_event_id=rec.event_id,
+        ts=rec.ts,
+        status=failure.status,
+        name=failure.name,
+        message=rec.exception_message,
+    )
+    return Step("cooled", cooldown)
+
+
+class Engine:
+    """In-memory states for every deployment plus the ejection filter: the offline pipeline."""
+
+    def __init__(self, policy: Policy) -> None:
+        self.policy = policy
+        self.states: dict[str, DeploymentState] = {}
+        self.ejections: dict[str, ejection.GroupEjections] = {}
+
+    def state(self, deployment_id: str) -> DeploymentState:
+        st = self.states.get(deployment_id)
+        if st is None:
+            st = self.states[deployment_id] = DeploymentState()
+        return st
+
+    def feed(self, rec: InputRecord) -> Step:
+        """Process one record in order. Deployment records are ignored: replay uses the config (R2)."""
+        if isinstance(rec, Outcome):
+            step = step_outcome(self.policy, self.state(rec.deployment_id), rec)
+        elif isinstance(rec, Health):
+            step = step_health(self.policy, self.state(rec.deployment_id), rec)
+        else:
+            assert isinstance(rec, DeploymentRecord)
+            return IGNORED
+        return self.filter(step)
+
+    def filter(self, step: Step) -> Step:
+        """X3: suppress a cooldown when too much of its group is already cooled."""
+        cd = step.cooldown
+        if cd is None or self.policy.options.max_ejection_percent >= 100:
+            return step
+        active = self.ejections.setdefault(cd.model_group, {})
+        if ejection.passes(self.policy, active, cd.deployment_id, cd.ts, cd.until):
+            return step
+        return Step("suppressed", None, step.health)
+
+    def run(self, records: Iterable[InputRecord]) -> list[Cooldown]:
+        """Convenience for tests and tuning: every cooldown emitted for `records`, in order."""
+        out = []
+        for rec in records:
+            cd = self.feed(rec).cooldown
+            if cd is not None:
+                out.append(cd)
+        return out

@@ -1,0 +1,126 @@
+"""The policy's inputs as plain data: deployment registry, router settings, coolant options.
+
+Built by `coolant.config` from a LiteLLM proxy YAML (contract §3), or directly in tests.
+Everything here is immutable so one `Policy` can be shared by replay, tuning grids and agents.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Literal
+
+# §3.7: resolution order of the policy categories (key = category + "ErrorAllowedFails").
+CATEGORIES: tuple[str, ...] = (
+    "ContentPolicyViolation",
+    "BadRequest",
+    "Authentication",
+    "Timeout",
+    "RateLimit",
+    "InternalServer",
+    "ServiceUnavailable",
+    "BadGateway",
+    "NotFound",
+)
+POLICY_KEY_SUFFIX = "ErrorAllowedFails"
+
+AllowedFailsPolicy = Mapping[str, int]
+"""Category name (e.g. "RateLimit") -> allowed fails; only keys with an integer entry."""
+
+
+@dataclass(frozen=True, slots=True)
+class DeploymentEntry:
+    """One registry entry (R1). `allowed_fails_policy` is None when absent, {} when an empty map."""
+
+    deployment_id: str
+    model_group: str
+    wildcard: bool = False
+    cooldown_time: float | None = None
+    params_cooldown_time: float | None = None
+    allowed_fails: int | None = None
+    allowed_fails_policy: AllowedFailsPolicy | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class RouterSettings:
+    """The `router_settings` the spec reads (§2.2)."""
+
+    cooldown_time: float | None = None
+    disable_cooldowns: bool = False
+    allowed_fails: int | None = None
+    allowed_fails_policy: AllowedFailsPolicy | None = None
+    fallback_groups: frozenset[str] = frozenset()
+    """Groups that are a key of some `fallbacks` map with a non-empty target list (R4)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Backoff:
+    """X2 exponential backoff parameters."""
+
+    base: float = 5.0
+    factor: float = 2.0
+    max: float = 300.0
+    reset_after: float = 300.0
+
+
+@dataclass(frozen=True, slots=True)
+class Options:
+    """coolant's own settings (the `coolant:` section), defaults = compatible profile."""
+
+    profile: Literal["compatible"] = "compatible"
+    window: Literal["tumbling", "sliding"] = "tumbling"
+    count_attempts: Literal["all", "final_only"] = "all"
+    recool: Literal["extend", "overwrite"] = "extend"
+    allowed_fails_window: float | None = None
+    late_after: float = 180.0
+    health_cooldown: bool = False
+    backoff: Backoff | None = None
+    max_ejection_percent: int = 100
+    max_cooldown_time: float | None = None
+    failure_rate: float = 0.5
+    min_requests: int = 5
+    outage_min_requests: int = 1000
+
+
+@dataclass(frozen=True, slots=True)
+class Registry:
+    """Deployments by id, with group sizes precomputed (R4)."""
+
+    entries: Mapping[str, DeploymentEntry] = field(default_factory=dict)
+    group_sizes: Mapping[str, int] = field(default_factory=dict)
+
+    @classmethod
+    def of(cls, entries: Iterable[DeploymentEntry]) -> Registry:
+        by_id = {e.deployment_id: e for e in entries}
+        return cls(by_id, dict(Counter(e.model_group for e in by_id.values())))
+
+    def get(self, deployment_id: str) -> DeploymentEntry | None:
+        return self.entries.get(deployment_id)
+
+    def size(self, group: str) -> int:
+        return self.group_sizes.get(group, 0)
+
+    def upsert(self, entry: DeploymentEntry) -> Registry:
+        """R2: a deployment record replaces the whole entry."""
+        merged = dict(self.entries)
+        merged[entry.deployment_id] = entry
+        return Registry.of(merged.values())
+
+    def remove(self, deployment_id: str) -> Registry:
+        return Registry.of(e for e in self.entries.values() if e.deployment_id != deployment_id)
+
+
+@dataclass(frozen=True, slots=True)
+class Policy:
+    """Everything a decision reads besides the records and the state."""
+
+    registry: Registry = field(default_factory=Registry)
+    router: RouterSettings = field(default_factory=RouterSettings)
+    options: Options = field(default_factory=Options)
+
+    def single(self, group: str) -> bool:
+        return self.registry.size(group) == 1
+
+    def lone(self, group: str) -> bool:
+        return self.single(group) and group not in self.router.fallback_groups

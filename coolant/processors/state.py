@@ -1,0 +1,97 @@
+"""Per-deployment decision state (spec §2.5), as plain mutable data.
+
+The engine receives a state object explicitly and updates it in place; it holds no state of
+its own. Replay keeps states in a dict; the live agent persists them in Faust tables.
+`seen` is any mutable mapping so the live shell can back it with its own store.
+"""
+
+from __future__ import annotations
+
+from collections.abc import MutableMapping
+from dataclasses import dataclass, field
+from typing import Any
+
+NEG_INF = float("-inf")
+
+
+@dataclass(slots=True)
+class Counter:
+    """A V1 allowed-fails counter (C1-C2): anchored at its first failure, never refreshed."""
+
+    anchor: float
+    expires: float
+    count: int
+
+
+@dataclass(slots=True)
+class PathState:
+    """One of a deployment's two independent state sets: request path or health path (D6)."""
+
+    hw: float = NEG_INF
+    windows: dict[int, list[int]] = field(default_factory=dict)
+    """Window (tumbling) or bucket (sliding) index -> [successes, failures]."""
+    counters: dict[str, Counter] = field(default_factory=dict)
+    end: float | None = None
+    streak: int = 0
+    seen: MutableMapping[str, float] = field(default_factory=dict)
+    """event_id -> ts, for duplicate detection (L2)."""
+    gc_minute: int = -1
+    """The event-time minute of the last discard pass (L3), so discarding runs once a minute."""
+
+    def to_dict(self) -> dict[str, Any]:
+        """Everything but `seen`, which the live shell stores separately, as JSON-able data."""
+        return {
+            "hw": None if self.hw == NEG_INF else self.hw,
+            "windows": [[k, v[0], v[1]] for k, v in self.windows.items()],
+            "counters": {k: [c.anchor, c.expires, c.count] for k, c in self.counters.items()},
+            "end": self.end,
+            "streak": self.streak,
+            "gc_minute": self.gc_minute,
+        }
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any], seen: MutableMapping[str, float] | None = None) -> PathState:
+        return cls(
+            NEG_INF if d["hw"] is None else d["hw"],
+            {int(k): [s, f] for k, s, f in d["windows"]},
+            {k: Counter(a, e, c) for k, (a, e, c) in d["counters"].items()},
+            d["end"],
+            d["streak"],
+            {} if seen is None else seen,
+            d["gc_minute"],
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class HealthState:
+    """H1: the latest probe's verdict, in LiteLLM's health-state map format."""
+
+    is_healthy: bool
+    timestamp: float
+    reason: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"is_healthy": self.is_healthy, "timestamp": self.timestamp, "reason": self.reason}
+
+
+@dataclass(slots=True)
+class DeploymentState:
+    request: PathState = field(default_factory=PathState)
+    health: PathState = field(default_factory=PathState)
+    probe: HealthState | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "request": self.request.to_dict(),
+            "health": self.health.to_dict(),
+            "probe": None if self.probe is None else self.probe.to_dict(),
+        }
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> DeploymentState:
+        p = d.get("probe")
+        return cls(
+            PathState.from_dict(d["request"]),
+            PathState.from_dict(d["health"]),
+            None if p is None else HealthState(p["is_healthy"], p["timestamp"], p["reason"]),
+        )
