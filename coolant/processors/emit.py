@@ -74,7 +74,7 @@ def build(
         model_group=entry.model_group,
         ts=ts,
         until=until,
-        cooldown_time=duration,
+        cooldown_time=int(duration) if float(duration).is_integer() else duration,
         reason=candidate.reason,
         status_code=status,
         exception_type=mask(name),

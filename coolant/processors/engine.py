@@ -18,7 +18,7 @@ from coolant.processors.duration import request_duration, router_duration
 from coolant.processors.emit import admit, build
 from coolant.processors.policy import DeploymentEntry, Options, Policy
 from coolant.processors.state import DeploymentState, HealthState, PathState
-from coolant.schemas import Cooldown, DeploymentRecord, Health, InputRecord, Outcome, Window
+from coolant.schemas import Cooldown, Health, Outcome, Record, Window
 
 PROBE_FAILED = "background_health_check_failed"
 
@@ -35,6 +35,8 @@ class Step:
     disposition: str
     cooldown: Cooldown | None = None
     health: HealthState | None = None
+    suppressed: Cooldown | None = None
+    """The cooldown X3 held back (never emitted; for metrics and the replay summary)."""
 
 
 COUNTED = Step("counted")
@@ -56,31 +58,38 @@ def _accept(o: Options, ps: PathState, event_id: str, ts: float) -> Step | None:
         minute = int(ts // 60)
         if minute != ps.gc_minute:
             ps.gc_minute = minute
-            windows.discard(ps, o.late_after, o.window == "sliding")
+            windows.discard(ps, o.late_after, o.slot_width)
     return None
 
 
 def step_outcome(policy: Policy, st: DeploymentState, rec: Outcome) -> Step:
-    """O1-O9 for one outcome record, before the group-level ejection filter."""
+    """O1-O9 for one outcome record, before the group-level ejection filter.
+
+    The success path is the hot path of every replay and agent, so it is kept flat.
+    """
     o = policy.options
     ps = st.request
     ts = rec.ts
     stop = _accept(o, ps, rec.event_id, ts)
     if stop is not None:
         return stop
-    if not rec.final and o.count_attempts == "final_only":
+    if rec.final is False and o.count_attempts == "final_only":  # O3
         return IGNORED
-    status = rec.status_code
-    name = exception_name(rec.exception_type)
-    if rec.source == "pre_call_check":
-        if rec.ok:
-            return IGNORED
-        status, name = 429, "RateLimitError"
-    sliding = o.window == "sliding"
-    windows.add(ps, ts, rec.ok, sliding)
-    if rec.ok:
+    ok = rec.ok
+    pre_call = rec.source == "pre_call_check"  # N2
+    if pre_call and ok:
+        return IGNORED
+    width = o.slot_width
+    cell = ps.windows.get(k := int(ts // width))  # O5: count in the record's window
+    if cell is None:
+        ps.windows[k] = [1, 0] if ok else [0, 1]
+    else:
+        cell[not ok] += 1
+    if ok:
         return COUNTED
-    failure = Failure(status, name, ts)
+    failure = Failure(429, "RateLimitError", ts) if pre_call else Failure(
+        rec.status_code, exception_name(rec.exception_type), ts
+    )
     entry = policy.registry.get(rec.deployment_id)
     duration = 0.0
     if entry is not None:
@@ -89,7 +98,7 @@ def step_outcome(policy: Policy, st: DeploymentState, rec: Outcome) -> Step:
     if skip is not None:
         return Step(skip)
     assert entry is not None
-    start, s, f = windows.counts(ps, ts, sliding)
+    start, s, f = windows.counts(ps, ts, width)
     verdict = decide(policy, entry, ps, failure, duration, Window(start, s, f))
     if isinstance(verdict, str):
         return Step(verdict)
@@ -161,16 +170,16 @@ class Engine:
             st = self.states[deployment_id] = DeploymentState()
         return st
 
-    def feed(self, rec: InputRecord) -> Step:
-        """Process one record in order. Deployment records are ignored: replay uses the config (R2)."""
+    def feed(self, rec: Record) -> Step:
+        """Process one record in order. Deployment (R2: replay uses the config) and cooldown records are ignored."""
         if isinstance(rec, Outcome):
-            step = step_outcome(self.policy, self.state(rec.deployment_id), rec)
+            st = self.states.get(rec.deployment_id) or self.state(rec.deployment_id)
+            step = step_outcome(self.policy, st, rec)
         elif isinstance(rec, Health):
             step = step_health(self.policy, self.state(rec.deployment_id), rec)
         else:
-            assert isinstance(rec, DeploymentRecord)
             return IGNORED
-        return self.filter(step)
+        return step if step.cooldown is None else self.filter(step)
 
     def filter(self, step: Step) -> Step:
         """X3: suppress a cooldown when too much of its group is already cooled."""
@@ -180,9 +189,9 @@ class Engine:
         active = self.ejections.setdefault(cd.model_group, {})
         if ejection.passes(self.policy, active, cd.deployment_id, cd.ts, cd.until):
             return step
-        return Step("suppressed", None, step.health)
+        return Step("suppressed", None, step.health, cd)
 
-    def run(self, records: Iterable[InputRecord]) -> list[Cooldown]:
+    def run(self, records: Iterable[Record]) -> list[Cooldown]:
         """Convenience for tests and tuning: every cooldown emitted for `records`, in order."""
         out = []
         for rec in records:

@@ -24,6 +24,9 @@ CATEGORIES: tuple[str, ...] = (
     "NotFound",
 )
 POLICY_KEY_SUFFIX = "ErrorAllowedFails"
+WINDOW_SECONDS = 60
+SLIDING_BUCKET = 5
+"""X1 bucket width b: divides 60 and is <= 5, as the spec requires."""
 
 AllowedFailsPolicy = Mapping[str, int]
 """Category name (e.g. "RateLimit") -> allowed fails; only keys with an integer entry."""
@@ -81,6 +84,11 @@ class Options:
     failure_rate: float = 0.5
     min_requests: int = 5
     outage_min_requests: int = 1000
+
+    @property
+    def slot_width(self) -> int:
+        """Seconds per window slot: a whole window (tumbling) or one X1 bucket (sliding)."""
+        return SLIDING_BUCKET if self.window == "sliding" else WINDOW_SECONDS
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,7 +1,7 @@
 """Event records of the contract (§1) and their validation: one definition per record."""
 
-from coolant.schemas.codec import InputRecord, Record, decode_json, from_dict, parse, to_json
-from coolant.schemas.cooldown import COOLDOWN_SCHEMA, REASONS, Cooldown, Window
+from coolant.schemas.codec import InputRecord, Record, decode, encode, from_dict, to_dict
+from coolant.schemas.cooldown import COOLDOWN_SCHEMA, Cooldown, Reason, Window
 from coolant.schemas.deployment import DEPLOYMENT_SCHEMA, DeploymentRecord
 from coolant.schemas.errors import InvalidRecord
 from coolant.schemas.health import HEALTH_SCHEMA, Health
@@ -12,17 +12,17 @@ __all__ = [
     "DEPLOYMENT_SCHEMA",
     "HEALTH_SCHEMA",
     "OUTCOME_SCHEMA",
-    "REASONS",
     "Cooldown",
     "DeploymentRecord",
     "Health",
     "InputRecord",
     "InvalidRecord",
     "Outcome",
+    "Reason",
     "Record",
     "Window",
-    "decode_json",
+    "decode",
+    "encode",
     "from_dict",
-    "parse",
-    "to_json",
+    "to_dict",
 ]

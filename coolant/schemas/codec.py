@@ -1,52 +1,61 @@
-"""Bytes <-> records: the single entry point for every reader (replay, agents, publisher, CLI)."""
+"""Bytes <-> records: the single entry point for every reader (replay, agents, publisher, CLI).
+
+msgspec decodes and validates in one C pass against the record classes themselves, so the
+record definitions are the only statement of the schema (and are what JSON Schema is made from).
+"""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import re
 from typing import Any
 
-import orjson
+import msgspec
 
-from coolant.schemas.cooldown import COOLDOWN_SCHEMA, Cooldown
-from coolant.schemas.deployment import DEPLOYMENT_SCHEMA, DeploymentRecord
+from coolant.schemas.cooldown import Cooldown
+from coolant.schemas.deployment import DeploymentRecord
 from coolant.schemas.errors import InvalidRecord
-from coolant.schemas.health import HEALTH_SCHEMA, Health
-from coolant.schemas.outcome import OUTCOME_SCHEMA, Outcome
+from coolant.schemas.health import Health
+from coolant.schemas.outcome import Outcome
 
 InputRecord = Outcome | Health | DeploymentRecord
-Record = InputRecord | Cooldown
+Record = Outcome | Health | DeploymentRecord | Cooldown
 
-_BY_SCHEMA: dict[str, Any] = {
-    OUTCOME_SCHEMA: Outcome.from_dict,
-    HEALTH_SCHEMA: Health.from_dict,
-    DEPLOYMENT_SCHEMA: DeploymentRecord.from_dict,
-    COOLDOWN_SCHEMA: Cooldown.from_dict,
-}
+_decoder = msgspec.json.Decoder(Record)
+_encoder = msgspec.json.Encoder()
+_AT = re.compile(r" - at `\$\.([^`\[]+)")
+_MISSING = re.compile(r"missing required field `([^`]+)`")
 
 
-def decode_json(raw: bytes | bytearray | memoryview | str) -> Any:
+def _invalid(exc: msgspec.MsgspecError) -> InvalidRecord:
+    text = str(exc)
+    if isinstance(exc, msgspec.DecodeError) and not isinstance(exc, msgspec.ValidationError):
+        return InvalidRecord(f"not valid JSON: {text}")
+    if ("Invalid value" in text and "`$.schema`" in text) or "missing required field `schema`" in text:
+        return InvalidRecord(f"unknown or missing schema: {text}", "schema")
+    m = _AT.search(text) or _MISSING.search(text)
+    return InvalidRecord(text, m.group(1) if m else None)
+
+
+def decode(raw: bytes | bytearray | memoryview | str) -> Record:
+    """Decode and validate one JSON record; InvalidRecord says which field is wrong and how."""
     try:
-        return orjson.loads(raw)
-    except orjson.JSONDecodeError as exc:
-        raise InvalidRecord(f"not valid JSON: {exc}") from None
+        return _decoder.decode(raw)
+    except msgspec.MsgspecError as exc:
+        raise _invalid(exc) from None
 
 
 def from_dict(d: Any) -> Record:
-    """Dispatch on `schema`; anything not an object with a known schema is invalid."""
-    if type(d) is not dict:
-        raise InvalidRecord(f"a record must be a JSON object, got {type(d).__name__}")
-    schema = d.get("schema")
-    build = _BY_SCHEMA.get(schema) if type(schema) is str else None
-    if build is None:
-        raise InvalidRecord(f"unknown schema {schema!r}", "schema")
-    return build(d)  # type: ignore[no-any-return]
+    """Validate an already decoded object (YAML fixtures, tests) by the same rules."""
+    try:
+        return msgspec.convert(d, Record)
+    except msgspec.MsgspecError as exc:
+        raise _invalid(exc) from None
 
 
-def parse(raw: bytes | bytearray | memoryview | str | Mapping[str, Any]) -> Record:
-    """Decode and validate one record from JSON bytes/str or an already decoded dict."""
-    return from_dict(raw if isinstance(raw, Mapping) else decode_json(raw))
+def encode(record: Record) -> bytes:
+    """Compact JSON, the wire and file format (with its `schema` tag)."""
+    return _encoder.encode(record)
 
 
-def to_json(record: Record) -> bytes:
-    """Compact JSON, the wire and file format."""
-    return orjson.dumps(record.to_dict())
+def to_dict(record: Record) -> dict[str, Any]:
+    return msgspec.to_builtins(record)  # type: ignore[no-any-return]

@@ -1,0 +1,112 @@
+"""Offline replay (contract §5): records from files, in file order, through the same engine as live."""
+
+from __future__ import annotations
+
+from collections import Counter, defaultdict
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from coolant.processors import Engine, Policy
+from coolant.schemas import Cooldown, Health, InvalidRecord, Outcome, decode
+from coolant.sources import Line
+
+MAX_INVALID_SAMPLES = 20
+
+
+@dataclass(slots=True)
+class DeploymentTotals:
+    outcomes: int = 0
+    failures: int = 0
+    probes: int = 0
+    cooldowns: int = 0
+    cooled_seconds: float = 0.0
+    """Length of the union of this deployment's emitted cooldown intervals."""
+    cooled_until: float = float("-inf")
+
+    def add_cooldown(self, cd: Cooldown) -> None:
+        self.cooldowns += 1
+        start = max(cd.ts, self.cooled_until)
+        if cd.until > start:
+            self.cooled_seconds += cd.until - start
+        self.cooled_until = max(self.cooled_until, cd.until)
+
+
+@dataclass(slots=True)
+class ReplaySummary:
+    records: int = 0
+    invalid: int = 0
+    invalid_samples: list[str] = field(default_factory=list)
+    dispositions: Counter[str] = field(default_factory=Counter)
+    reasons: Counter[str] = field(default_factory=Counter)
+    suppressed: Counter[tuple[str, str]] = field(default_factory=Counter)
+    deployments: defaultdict[str, DeploymentTotals] = field(default_factory=lambda: defaultdict(DeploymentTotals))
+    health_updates: int = 0
+
+    @property
+    def cooldowns(self) -> int:
+        return sum(self.reasons.values())
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "records": self.records,
+            "invalid": self.invalid,
+            "invalid_samples": self.invalid_samples,
+            "dispositions": dict(self.dispositions),
+            "cooldowns": self.cooldowns,
+            "reasons": dict(self.reasons),
+            "suppressed": [{"model_group": g, "reason": r, "count": n} for (g, r), n in self.suppressed.items()],
+            "health_updates": self.health_updates,
+            "deployments": {
+                d: {
+                    "outcomes": t.outcomes,
+                    "failures": t.failures,
+                    "probes": t.probes,
+                    "cooldowns": t.cooldowns,
+                    "cooled_seconds": t.cooled_seconds,
+                }
+                for d, t in sorted(self.deployments.items())
+            },
+        }
+
+
+def replay(lines: Iterable[Line], policy: Policy, emit: Callable[[Cooldown], None]) -> ReplaySummary:
+    """Run every line through one engine; cooldowns go to `emit` as they are decided."""
+    engine = Engine(policy)
+    feed = engine.feed
+    summary = ReplaySummary()
+    dispositions = summary.dispositions
+    deployments = summary.deployments
+    records = 0
+    for source, lineno, data in lines:
+        records += 1
+        try:
+            rec = decode(data)
+        except InvalidRecord as exc:
+            summary.invalid += 1
+            if len(summary.invalid_samples) < MAX_INVALID_SAMPLES:
+                summary.invalid_samples.append(f"{source}:{lineno}: {exc}")
+            continue
+        step = feed(rec)
+        dispositions[step.disposition] += 1
+        if type(rec) is Outcome:
+            totals = deployments[rec.deployment_id]
+            totals.outcomes += 1
+            if not rec.ok:
+                totals.failures += 1
+        elif type(rec) is Health:
+            totals = deployments[rec.deployment_id]
+            totals.probes += 1
+            if step.health is not None:
+                summary.health_updates += 1
+        else:
+            continue  # deployment and cooldown records are only counted ("ignored")
+        cd = step.cooldown
+        if cd is not None:
+            summary.reasons[cd.reason] += 1
+            totals.add_cooldown(cd)
+            emit(cd)
+        elif step.suppressed is not None:
+            summary.suppressed[step.suppressed.model_group, step.suppressed.reason] += 1
+    summary.records = records
+    return summary

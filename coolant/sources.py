@@ -1,0 +1,67 @@
+"""Reading JSONL record files (plain, .gz, or stdin), line by line, with positions for error reports."""
+
+from __future__ import annotations
+
+import gzip
+import os
+import sys
+from collections.abc import Callable, Iterator
+from typing import BinaryIO
+
+Line = tuple[str, int, bytes]
+"""(source path, line number, raw bytes) of one non-blank line."""
+
+
+class SourceError(Exception):
+    """A file that cannot be opened or read (a bad path, a corrupt gzip stream)."""
+
+
+def _open(path: str) -> tuple[BinaryIO, BinaryIO]:
+    """(stream of decompressed bytes, underlying file) — the file's position drives progress."""
+    if path == "-":
+        return sys.stdin.buffer, sys.stdin.buffer
+    try:
+        raw = open(path, "rb")  # noqa: SIM115 - closed by read_lines
+    except OSError as exc:
+        raise SourceError(f"{path}: cannot open: {exc.strerror or exc}") from None
+    if path.endswith(".gz"):
+        return gzip.GzipFile(fileobj=raw, mode="rb"), raw  # type: ignore[return-value]
+    return raw, raw
+
+
+def check_readable(paths: list[str]) -> None:
+    """Fail fast, before any output, on a path that cannot be opened."""
+    for path in paths:
+        if path != "-":
+            stream, raw = _open(path)
+            stream.close()
+            raw.close()
+
+
+def total_size(paths: list[str]) -> int:
+    """Bytes on disk of the named files (compressed size for .gz), for progress display."""
+    return sum(os.path.getsize(p) for p in paths if p != "-")
+
+
+def read_lines(paths: list[str], on_bytes: Callable[[int], None] | None = None) -> Iterator[Line]:
+    """Yield every non-blank line of every file, in order. `on_bytes` receives on-disk bytes consumed."""
+    for path in paths:
+        stream, raw = _open(path)
+        seekable = raw is not sys.stdin.buffer
+        last = 0
+        try:
+            for lineno, data in enumerate(stream, 1):
+                if on_bytes is not None and seekable and not lineno & 0xFFF:
+                    pos = raw.tell()
+                    on_bytes(pos - last)
+                    last = pos
+                if not data.isspace():
+                    yield path, lineno, data
+            if on_bytes is not None and seekable:
+                on_bytes(raw.tell() - last)
+        except (OSError, EOFError) as exc:
+            raise SourceError(f"{path}: read failed: {exc}") from None
+        finally:
+            if seekable:
+                stream.close()
+                raw.close()
