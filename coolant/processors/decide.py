@@ -12,7 +12,7 @@ from coolant.processors import categories as cat
 from coolant.processors.duration import counter_lifetime
 from coolant.processors.policy import DeploymentEntry, Options, Policy
 from coolant.processors.state import Counter, PathState
-from coolant.schemas import Window
+from coolant.schemas import Reason, Window
 
 EXCLUDED_TYPES = frozenset(
     {
@@ -45,7 +45,7 @@ class Failure:
 class Candidate:
     """A cooldown the rules ask for, before backoff, re-cool and ejection filtering."""
 
-    reason: str
+    reason: Reason
     duration: float
     window: Window
 
@@ -103,7 +103,7 @@ def decide(
     return Candidate(reason, duration, window) if reason is not None else "below_threshold"
 
 
-def v2_reason(o: Options, status: int, single: bool, s: int, f: int) -> str | None:
+def v2_reason(o: Options, status: int, single: bool, s: int, f: int) -> Reason | None:
     """V2.1-V2.5, the first rule that matches."""
     n = s + f
     if status == 429 and not single:

@@ -7,7 +7,7 @@ record definitions are the only statement of the schema (and are what JSON Schem
 from __future__ import annotations
 
 import re
-from typing import Any
+from typing import Any, cast
 
 import msgspec
 
@@ -39,7 +39,7 @@ def _invalid(exc: msgspec.MsgspecError) -> InvalidRecord:
 def decode(raw: bytes | bytearray | memoryview | str) -> Record:
     """Decode and validate one JSON record; InvalidRecord says which field is wrong and how."""
     try:
-        return _decoder.decode(raw)
+        return cast(Record, _decoder.decode(raw))
     except msgspec.MsgspecError as exc:
         raise _invalid(exc) from None
 

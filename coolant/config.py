@@ -1,0 +1,741 @@
+"""Load a LiteLLM proxy config YAML into coolant's `Policy` plus runtime settings (contract §3).
+
+The LiteLLM parts (`model_list`, `router_settings`) are read as LiteLLM reads them, so one file
+drives both the gateways and coolant; everything else in that file is ignored. coolant's own
+`coolant:` section is strict instead: an unknown key or a bad value is a `ConfigError` (exit 2),
+so a typo can never fall back to a default silently (spec §2.2).
+
+Secrets (`api_key`, passwords, `os.environ/NAME` references) are never resolved here and never
+appear in an error or a warning: the worker resolves them at the edge with `resolve_secret`.
+"""
+
+from __future__ import annotations
+
+import difflib
+import hashlib
+import json
+import math
+import os
+import re
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal, NoReturn, cast
+
+import yaml
+
+from coolant.errors import CoolantError
+from coolant.processors.policy import (
+    CATEGORIES,
+    POLICY_KEY_SUFFIX,
+    Backoff,
+    DeploymentEntry,
+    Options,
+    Policy,
+    Registry,
+    RouterSettings,
+)
+
+__all__ = [
+    "SECRET_REF_PREFIX",
+    "Config",
+    "ConfigError",
+    "KafkaSettings",
+    "RedisSettings",
+    "RuntimeSettings",
+    "derive_deployment_id",
+    "load_config",
+    "override",
+    "parse_config",
+    "parse_value",
+    "resolve_secret",
+]
+
+SECRET_REF_PREFIX = "os.environ/"
+"""LiteLLM's marker for "read this value from the environment"."""
+
+DEFAULT_KAFKA_BOOTSTRAP = "127.0.0.1:19092"
+DEFAULT_REDIS_URL = "redis://127.0.0.1:16379/0"
+
+_POLICY_KEYS: dict[str, str] = {c + POLICY_KEY_SUFFIX: c for c in CATEGORIES}
+_SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
+_SASL_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "OAUTHBEARER", "GSSAPI")
+_TOPIC_PREFIX = re.compile(r"[A-Za-z0-9._-]*")  # Kafka topic name characters
+
+
+class ConfigError(CoolantError):
+    """A config that cannot be used: one line `<file>: <dotted.key>: <problem>` (CLI exit 2).
+
+    The file and key are kept as attributes so callers (tune grids, tests) need not parse text.
+    """
+
+    def __init__(self, source: str, key: str | None, problem: str) -> None:
+        self.source = source
+        self.key = key
+        self.problem = problem.replace("\n", " ")
+        super().__init__(f"{source}: {key}: {self.problem}" if key else f"{source}: {self.problem}")
+
+
+# --------------------------------------------------------------------------------------------
+# Runtime settings: where the worker connects. Secret fields stay unresolved and out of repr.
+
+
+def _env_kafka_bootstrap() -> str:
+    return os.environ.get("KAFKA_BOOTSTRAP") or DEFAULT_KAFKA_BOOTSTRAP
+
+
+def _env_redis_url() -> str:
+    return os.environ.get("REDIS_URL") or DEFAULT_REDIS_URL
+
+
+@dataclass(frozen=True, slots=True)
+class KafkaSettings:
+    """aiokafka connection settings; any string may be an unresolved `os.environ/NAME`."""
+
+    bootstrap_servers: str = field(default_factory=_env_kafka_bootstrap)
+    security_protocol: str | None = None
+    sasl_mechanism: str | None = None
+    sasl_plain_username: str | None = None
+    sasl_plain_password: str | None = field(default=None, repr=False)
+    ssl_cafile: str | None = None
+    ssl_certfile: str | None = None
+    ssl_keyfile: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class RedisSettings:
+    """Redis connection for the materializer (contract §4).
+
+    `url` is kept out of repr too: `redis://:password@host` is a common way to pass a password.
+    """
+
+    url: str = field(default_factory=_env_redis_url, repr=False)
+    key_prefix: str = ""
+    password: str | None = field(default=None, repr=False)
+    ssl: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class RuntimeSettings:
+    """What only the live worker needs; replay and tuning ignore it."""
+
+    topic_prefix: str = "coolant."
+    kafka: KafkaSettings = field(default_factory=KafkaSettings)
+    redis: RedisSettings = field(default_factory=RedisSettings)
+    web_port: int = 6066
+
+
+@dataclass(frozen=True, slots=True)
+class Config:
+    """A loaded config: the policy inputs, the runtime settings, and where they came from.
+
+    `warnings` are non-fatal findings (ignored policy keys, ids that will not match LiteLLM's);
+    the CLI prints them once at start-up.
+    """
+
+    policy: Policy
+    runtime: RuntimeSettings = field(default_factory=RuntimeSettings)
+    source: str = "<config>"
+    warnings: tuple[str, ...] = ()
+
+
+def resolve_secret(value: str | None) -> str | None:
+    """Resolve an `os.environ/NAME` reference at the edge (the worker, just before connecting).
+
+    Anything else is returned unchanged. Unlike LiteLLM (which yields None), an unset variable
+    is an error: connecting without the intended password only fails later and more obscurely.
+    """
+    if value is None or not value.startswith(SECRET_REF_PREFIX):
+        return value
+    name = value[len(SECRET_REF_PREFIX) :]
+    resolved = os.environ.get(name)
+    if resolved is None:
+        raise ConfigError("environment", None, f"environment variable {name} is not set")
+    return resolved
+
+
+# --------------------------------------------------------------------------------------------
+# LiteLLM's derived deployment id.
+
+
+def _stable_type_name(value: object) -> str:
+    # LiteLLM's json.dumps default for values JSON cannot encode (e.g. a YAML date in a dict).
+    return f"{type(value).__module__}.{type(value).__qualname__}"
+
+
+def derive_deployment_id(model_name: str, litellm_params: Mapping[Any, Any]) -> str:
+    """The id LiteLLM 1.110.2 gives a deployment without `model_info.id` (contract §3).
+
+    sha256 over the model name, then each litellm_params key and value in order: strings as is,
+    dicts as `json.dumps` (default separators, insertion order), anything else as `str()`
+    (so 30 -> "30", 2.5 -> "2.5", True -> "True", a list -> its Python repr).
+    LiteLLM hashes *after* resolving top-level `os.environ/` values; coolant hashes the literal
+    text, so such deployments need an explicit `model_info.id` (a warning says so).
+    """
+    parts = [model_name]
+    for key, value in litellm_params.items():
+        for item in (key, value):
+            if isinstance(item, str):
+                parts.append(item)
+            elif isinstance(item, dict):
+                parts.append(json.dumps(item, default=_stable_type_name))
+            else:
+                parts.append(str(item))
+    return hashlib.sha256("".join(parts).encode()).hexdigest()
+
+
+# --------------------------------------------------------------------------------------------
+# Value helpers.
+
+
+def _show(value: Any) -> str:
+    """A value for an error message, YAML-spelled; never echoes an `os.environ/` reference."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, (int, float)):
+        return repr(value)
+    if isinstance(value, str):
+        if value.startswith(SECRET_REF_PREFIX):
+            return "an os.environ/ reference"
+        return repr(value if len(value) <= 40 else value[:37] + "...")
+    if isinstance(value, Mapping):
+        return "a map"
+    if isinstance(value, list):
+        return "a list"
+    return f"a {type(value).__name__}"
+
+
+def _type_of(value: Any) -> str:
+    """Only the kind of a value, for fields whose content may be secret."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, (int, float)):
+        return "a number"
+    return _show(value) if isinstance(value, (Mapping, list)) else f"a {type(value).__name__}"
+
+
+def _did_you_mean(word: Any, choices: Iterable[str]) -> str:
+    close = difflib.get_close_matches(str(word), list(choices), n=1)
+    return f" (did you mean {close[0]}?)" if close else ""
+
+
+def _fmt(num: float) -> str:
+    return f"{num:g}"
+
+
+class _Reader:
+    """Walks one raw config, collecting warnings; every failure names `source` and the key."""
+
+    def __init__(self, source: str) -> None:
+        self.source = source
+        self.warnings: list[str] = []
+
+    def fail(self, key: str | None, problem: str) -> NoReturn:
+        raise ConfigError(self.source, key, problem)
+
+    def warn(self, key: str, problem: str) -> None:
+        self.warnings.append(f"{self.source}: {key}: {problem}")
+
+    def section(self, value: Any, key: str) -> Mapping[Any, Any]:
+        """A map-valued setting; null or absent reads as empty (all defaults)."""
+        if value is None:
+            return {}
+        if not isinstance(value, Mapping):
+            self.fail(key, f"must be a map, got {_show(value)}")
+        return value
+
+    # -- LiteLLM settings: read as LiteLLM reads them, a boolean is never a number (§2.2) -----
+
+    def _litellm_number(self, value: Any, key: str, rule: str) -> float:
+        if isinstance(value, (int, float)):
+            num = value
+        elif isinstance(value, str) and not value.startswith(SECRET_REF_PREFIX):
+            try:
+                num = float(value.strip())
+            except ValueError:
+                self.fail(key, f"{rule}, got {_show(value)}")
+        elif isinstance(value, str):
+            self.fail(key, f"{rule}; coolant never resolves os.environ/ references, write the number")
+        else:
+            self.fail(key, f"{rule}, got {_show(value)}")
+        try:
+            if math.isfinite(num):
+                return float(num)
+        except OverflowError:
+            pass
+        self.fail(key, f"{rule}, got {_show(value)}")
+
+    def cooldown_time(self, value: Any, key: str) -> float | None:
+        """A duration >= 0; null, absent or a boolean -> None (unset)."""
+        if value is None or isinstance(value, bool):
+            return None
+        rule = "must be a number >= 0"
+        num = self._litellm_number(value, key, rule)
+        if num < 0:
+            self.fail(key, f"{rule}, got {_show(value)}")
+        return num
+
+    def allowed_fails(self, value: Any, key: str) -> int | None:
+        """An integer >= 0 (2.0 and "2" read as 2); null, absent or a boolean -> None."""
+        if value is None or isinstance(value, bool):
+            return None
+        rule = "must be an integer >= 0"
+        if isinstance(value, int):
+            count = value
+        else:
+            num = self._litellm_number(value, key, rule)
+            if not num.is_integer():
+                self.fail(key, f"{rule}, got {_show(value)}")
+            count = int(num)
+        if count < 0:
+            self.fail(key, f"{rule}, got {_show(value)}")
+        return count
+
+    def policy(self, value: Any, key: str) -> dict[str, int] | None:
+        """LiteLLM's `<Category>ErrorAllowedFails` map -> {Category: n}; `{}` stays a policy."""
+        if value is None:
+            return None
+        if not isinstance(value, Mapping):
+            self.fail(key, f"must be a map of <Category>{POLICY_KEY_SUFFIX} keys or null, got {_show(value)}")
+        entries: dict[str, int] = {}
+        for name, raw in value.items():
+            category = _POLICY_KEYS.get(name) if isinstance(name, str) else None
+            if category is None:
+                hint = _did_you_mean(name, _POLICY_KEYS)
+                self.warn(f"{key}.{name}", f"unknown allowed_fails_policy key, ignored{hint}")
+                continue
+            count = self.allowed_fails(raw, f"{key}.{name}")
+            if count is not None:
+                entries[category] = count
+        return entries
+
+    def fallback_groups(self, value: Any, key: str) -> frozenset[str]:
+        """R4: groups that are a key of some fallbacks map with a non-empty target list."""
+        if value is None:
+            return frozenset()
+        if not isinstance(value, list):
+            self.fail(key, f"must be a list of {{group: [fallback groups]}} maps, got {_show(value)}")
+        groups: set[str] = set()
+        for i, item in enumerate(value):
+            if not isinstance(item, Mapping):
+                self.fail(f"{key}[{i}]", f"must be a {{group: [fallback groups]}} map, got {_show(item)}")
+            for group, targets in item.items():
+                if targets is None:
+                    continue
+                if not isinstance(targets, list):
+                    self.fail(f"{key}[{i}].{group}", f"must be a list of model groups, got {_show(targets)}")
+                # Exact keys only: "*" is kept literally and so only matches a group named "*".
+                if targets and isinstance(group, str):
+                    groups.add(group)
+        return frozenset(groups)
+
+    # -- coolant's own settings: strict types, no coercion, unknown keys rejected ---------------
+
+    def known_keys(self, section: Mapping[Any, Any], key: str, allowed: Iterable[str]) -> None:
+        allowed = tuple(allowed)
+        for name in section:
+            if name not in allowed:
+                self.fail(f"{key}.{name}", f"unknown key{_did_you_mean(name, allowed)}")
+
+    def number(self, value: Any, key: str, rule: str, ok: Callable[[float], bool]) -> float:
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            self.fail(key, f"{rule}, got {_show(value)}")
+        try:
+            num = float(value)
+        except OverflowError:
+            self.fail(key, f"{rule}, got {_show(value)}")
+        if not math.isfinite(num) or not ok(num):
+            self.fail(key, f"{rule}, got {_show(value)}")
+        return num
+
+    def integer(self, value: Any, key: str, lo: int, hi: int | None = None) -> int:
+        rule = f"must be an integer >= {lo}" if hi is None else f"must be an integer from {lo} to {hi}"
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            self.fail(key, f"{rule}, got {_show(value)}")
+        if isinstance(value, float) and not (math.isfinite(value) and value.is_integer()):
+            self.fail(key, f"{rule}, got {_show(value)}")
+        count = int(value)
+        if count < lo or (hi is not None and count > hi):
+            self.fail(key, f"{rule}, got {_show(value)}")
+        return count
+
+    def choice(self, value: Any, key: str, choices: tuple[str, ...]) -> str:
+        if not isinstance(value, str) or value not in choices:
+            self.fail(key, f"must be one of {', '.join(choices)}, got {_show(value)}")
+        return value
+
+    def boolean(self, value: Any, key: str) -> bool:
+        if not isinstance(value, bool):
+            self.fail(key, f"must be true or false, got {_show(value)}")
+        return value
+
+    def string(self, value: Any, key: str, *, optional: bool = True, secret: bool = False) -> str | None:
+        if value is None and optional:
+            return None
+        if not isinstance(value, str):
+            got = _type_of(value) if secret else _show(value)
+            self.fail(key, f"must be a string{' or null' if optional else ''}, got {got}")
+        return value
+
+
+# --------------------------------------------------------------------------------------------
+# The LiteLLM parts.
+
+
+def _read_router(r: _Reader, raw: Any) -> RouterSettings:
+    rs = r.section(raw, "router_settings")
+    disable = rs.get("disable_cooldowns")
+    if isinstance(disable, str):
+        # LiteLLM tests truthiness, so even "false" disables cooldowns; say so rather than guess.
+        r.warn("router_settings.disable_cooldowns", "a non-empty string is truthy: cooldowns are disabled")
+    return RouterSettings(
+        cooldown_time=r.cooldown_time(rs.get("cooldown_time"), "router_settings.cooldown_time"),
+        disable_cooldowns=bool(disable),
+        allowed_fails=r.allowed_fails(rs.get("allowed_fails"), "router_settings.allowed_fails"),
+        allowed_fails_policy=r.policy(rs.get("allowed_fails_policy"), "router_settings.allowed_fails_policy"),
+        fallback_groups=r.fallback_groups(rs.get("fallbacks"), "router_settings.fallbacks"),
+    )
+
+
+def _deployment_id(r: _Reader, key: str, name: str, params: Mapping[Any, Any] | None, info: Mapping[Any, Any]) -> str:
+    if "id" in info:
+        raw = info["id"]
+        if raw is None:
+            # LiteLLM then assigns a random uuid per process: no outcome record could ever match it.
+            r.fail(
+                f"{key}.model_info.id", "is null, so LiteLLM assigns a random id per process; set an id or drop the key"
+            )
+        if isinstance(raw, bool) or not isinstance(raw, (str, int)):
+            r.fail(f"{key}.model_info.id", f"must be a string, got {_show(raw)}")
+        if raw == "":
+            r.fail(f"{key}.model_info.id", "must not be empty")
+        return str(raw)  # LiteLLM stores an integer id as its string
+    if params is None:
+        r.fail(f"{key}.litellm_params", "missing: it is needed to derive the deployment id (or set model_info.id)")
+    refs = [str(k) for k, v in params.items() if isinstance(v, str) and v.startswith(SECRET_REF_PREFIX)]
+    if refs:
+        r.warn(
+            f"{key}.model_info.id",
+            f"missing, and litellm_params {', '.join(refs)} {'is an' if len(refs) == 1 else 'are'} os.environ/ "
+            "reference(s): LiteLLM derives the id after resolving them, coolant never does, "
+            "so the derived id will not match the routers'; set model_info.id",
+        )
+    return derive_deployment_id(name, params)
+
+
+def _read_model_list(r: _Reader, raw: Any) -> Registry:
+    if raw is None:
+        return Registry()
+    if not isinstance(raw, list):
+        r.fail("model_list", f"must be a list of deployments, got {_show(raw)}")
+    entries: list[DeploymentEntry] = []
+    seen: dict[str, str] = {}
+    for i, item in enumerate(raw):
+        key = f"model_list[{i}]"
+        if not isinstance(item, Mapping):
+            r.fail(key, f"must be a map, got {_show(item)}")
+        name = item.get("model_name")
+        if not isinstance(name, str) or not name:
+            r.fail(f"{key}.model_name", f"must be a non-empty string, got {_show(name)}")
+        params = (
+            None if item.get("litellm_params") is None else r.section(item["litellm_params"], f"{key}.litellm_params")
+        )
+        info = r.section(item.get("model_info"), f"{key}.model_info")
+        dep_id = _deployment_id(r, key, name, params, info)
+        if dep_id in seen:
+            where = f"{key}.model_info.id" if "id" in info else key
+            r.fail(where, f"duplicate deployment id {dep_id!r} (also {seen[dep_id]})")
+        seen[dep_id] = key
+        params = params or {}
+        if params.get("allowed_fails_policy") is not None:
+            r.warn(
+                f"{key}.litellm_params.allowed_fails_policy",
+                "ignored, as LiteLLM ignores it; put it under model_info",
+            )
+        entries.append(
+            DeploymentEntry(
+                deployment_id=dep_id,
+                model_group=name,
+                wildcard="*" in name,
+                cooldown_time=r.cooldown_time(info.get("cooldown_time"), f"{key}.model_info.cooldown_time"),
+                params_cooldown_time=r.cooldown_time(
+                    params.get("cooldown_time"), f"{key}.litellm_params.cooldown_time"
+                ),
+                allowed_fails=r.allowed_fails(info.get("allowed_fails"), f"{key}.model_info.allowed_fails"),
+                allowed_fails_policy=r.policy(
+                    info.get("allowed_fails_policy"), f"{key}.model_info.allowed_fails_policy"
+                ),
+            )
+        )
+    return Registry.of(entries)
+
+
+# --------------------------------------------------------------------------------------------
+# The coolant section.
+
+_COOLANT_KEYS = (
+    "profile",
+    "window",
+    "count_attempts",
+    "recool",
+    "allowed_fails_window",
+    "late_after",
+    "health",
+    "backoff",
+    "max_ejection_percent",
+    "max_cooldown_time",
+    "thresholds",
+    "topic_prefix",
+    "kafka",
+    "redis",
+    "web_port",
+)
+_KAFKA_KEYS = (
+    "bootstrap_servers",
+    "security_protocol",
+    "sasl_mechanism",
+    "sasl_plain_username",
+    "sasl_plain_password",
+    "ssl_cafile",
+    "ssl_certfile",
+    "ssl_keyfile",
+)
+
+
+def _read_backoff(r: _Reader, raw: Any) -> Backoff | None:
+    if raw is None:
+        return None
+    if not isinstance(raw, Mapping):
+        r.fail("coolant.backoff", f"must be a map ({{}} for the defaults) or null, got {_show(raw)}")
+    r.known_keys(raw, "coolant.backoff", ("base", "factor", "max", "reset_after"))
+    d = Backoff()
+    k = "coolant.backoff."
+    base = r.number(raw.get("base", d.base), k + "base", "must be a number > 0", lambda x: x > 0)
+    factor = r.number(raw.get("factor", d.factor), k + "factor", "must be a number >= 1", lambda x: x >= 1)
+    cap = r.number(raw.get("max", d.max), k + "max", f"must be a number >= base ({_fmt(base)})", lambda x: x >= base)
+    reset = r.number(
+        raw.get("reset_after", d.reset_after), k + "reset_after", "must be a number >= 0", lambda x: x >= 0
+    )
+    return Backoff(base=base, factor=factor, max=cap, reset_after=reset)
+
+
+def _read_options(r: _Reader, c: Mapping[Any, Any]) -> Options:
+    d = Options()
+    k = "coolant."
+
+    def opt_seconds(name: str, default: float | None) -> float | None:
+        value = c.get(name, default)
+        if value is None:
+            return None
+        return r.number(value, k + name, "must be a number > 0 or null", lambda x: x > 0)
+
+    health = r.section(c.get("health"), k + "health")
+    r.known_keys(health, k + "health", ("cooldown",))
+    thresholds = r.section(c.get("thresholds"), k + "thresholds")
+    r.known_keys(thresholds, k + "thresholds", ("failure_rate", "min_requests", "outage_min_requests"))
+    t = k + "thresholds."
+    return Options(
+        profile=cast(Literal["compatible"], r.choice(c.get("profile", d.profile), k + "profile", ("compatible",))),
+        window=cast(
+            Literal["tumbling", "sliding"], r.choice(c.get("window", d.window), k + "window", ("tumbling", "sliding"))
+        ),
+        count_attempts=cast(
+            Literal["all", "final_only"],
+            r.choice(c.get("count_attempts", d.count_attempts), k + "count_attempts", ("all", "final_only")),
+        ),
+        recool=cast(
+            Literal["extend", "overwrite"], r.choice(c.get("recool", d.recool), k + "recool", ("extend", "overwrite"))
+        ),
+        allowed_fails_window=opt_seconds("allowed_fails_window", d.allowed_fails_window),
+        late_after=r.number(
+            c.get("late_after", d.late_after), k + "late_after", "must be a number >= 60", lambda x: x >= 60
+        ),
+        health_cooldown=r.boolean(health.get("cooldown", d.health_cooldown), k + "health.cooldown"),
+        backoff=_read_backoff(r, c.get("backoff")),
+        max_ejection_percent=r.integer(
+            c.get("max_ejection_percent", d.max_ejection_percent), k + "max_ejection_percent", 1, 100
+        ),
+        max_cooldown_time=opt_seconds("max_cooldown_time", d.max_cooldown_time),
+        failure_rate=r.number(
+            thresholds.get("failure_rate", d.failure_rate),
+            t + "failure_rate",
+            "must be a number between 0 and 1 (exclusive)",
+            lambda x: 0 < x < 1,
+        ),
+        min_requests=r.integer(thresholds.get("min_requests", d.min_requests), t + "min_requests", 1),
+        outage_min_requests=r.integer(
+            thresholds.get("outage_min_requests", d.outage_min_requests), t + "outage_min_requests", 1
+        ),
+    )
+
+
+def _read_runtime(r: _Reader, c: Mapping[Any, Any]) -> RuntimeSettings:
+    k = "coolant."
+    kwargs: dict[str, Any] = {}
+    if "topic_prefix" in c:
+        prefix = r.string(c["topic_prefix"], k + "topic_prefix", optional=False)
+        if prefix is None or not _TOPIC_PREFIX.fullmatch(prefix):
+            r.fail(k + "topic_prefix", f"may only hold letters, digits, '.', '_' and '-', got {_show(prefix)}")
+        kwargs["topic_prefix"] = prefix
+    if "web_port" in c:
+        kwargs["web_port"] = r.integer(c["web_port"], k + "web_port", 1, 65535)
+
+    kafka = r.section(c.get("kafka"), k + "kafka")
+    r.known_keys(kafka, k + "kafka", _KAFKA_KEYS)
+    kk = k + "kafka."
+    kafka_args: dict[str, Any] = {}
+    for name in _KAFKA_KEYS:
+        if name not in kafka:
+            continue
+        value = kafka[name]
+        if name == "bootstrap_servers":
+            if isinstance(value, list) and value and all(isinstance(v, str) and v for v in value):
+                value = ",".join(value)  # aiokafka takes either; one spelling keeps repr/compare simple
+            elif not isinstance(value, str) or not value:
+                r.fail(kk + name, f"must be a non-empty string or list of host:port strings, got {_show(value)}")
+        elif name == "security_protocol" and value is not None:
+            value = r.choice(value, kk + name, _SECURITY_PROTOCOLS)
+        elif name == "sasl_mechanism" and value is not None:
+            value = r.choice(value, kk + name, _SASL_MECHANISMS)
+        else:
+            value = r.string(value, kk + name, secret=name.startswith("sasl_"))
+        kafka_args[name] = value
+    kwargs["kafka"] = KafkaSettings(**kafka_args)
+
+    redis = r.section(c.get("redis"), k + "redis")
+    r.known_keys(redis, k + "redis", ("url", "key_prefix", "password", "ssl"))
+    rk = k + "redis."
+    redis_args: dict[str, Any] = {}
+    if "url" in redis:
+        redis_args["url"] = r.string(redis["url"], rk + "url", optional=False, secret=True)
+    if "key_prefix" in redis:
+        redis_args["key_prefix"] = r.string(redis["key_prefix"], rk + "key_prefix", optional=False)
+    if "password" in redis:
+        redis_args["password"] = r.string(redis["password"], rk + "password", secret=True)
+    if "ssl" in redis:
+        redis_args["ssl"] = r.boolean(redis["ssl"], rk + "ssl")
+    kwargs["redis"] = RedisSettings(**redis_args)
+    return RuntimeSettings(**kwargs)
+
+
+# --------------------------------------------------------------------------------------------
+# Entry points.
+
+
+def parse_config(data: Mapping[str, Any], source: str = "<config>") -> Config:
+    """Build a `Config` from an already-parsed config map (a YAML file's top level)."""
+    r = _Reader(source)
+    if not isinstance(data, Mapping):
+        r.fail(None, f"the top level must be a map, got {_show(data)}")
+    registry = _read_model_list(r, data.get("model_list"))
+    router = _read_router(r, data.get("router_settings"))
+    coolant = r.section(data.get("coolant"), "coolant")
+    r.known_keys(coolant, "coolant", _COOLANT_KEYS)
+    options = _read_options(r, coolant)
+    runtime = _read_runtime(r, coolant)
+    return Config(Policy(registry, router, options), runtime, source, tuple(r.warnings))
+
+
+def load_config(path: str | Path) -> Config:
+    """Read and parse a LiteLLM proxy config YAML; every failure is a one-line `ConfigError`."""
+    source = os.fspath(path)
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise ConfigError(source, None, "file not found") from None
+    except UnicodeDecodeError:
+        raise ConfigError(source, None, "not UTF-8 text") from None
+    except OSError as e:
+        raise ConfigError(source, None, f"cannot read: {e.strerror or type(e).__name__}") from None
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as e:
+        # Only the problem and its position: the snippet YAML would quote may hold a secret.
+        mark = getattr(e, "problem_mark", None)
+        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
+        problem = getattr(e, "problem", None) or type(e).__name__
+        raise ConfigError(source, None, f"invalid YAML{where}: {problem}") from None
+    if data is None:
+        raise ConfigError(source, None, "the top level must be a map, got an empty file")
+    if not isinstance(data, Mapping):
+        raise ConfigError(source, None, f"the top level must be a map, got {_show(data)}")
+    return parse_config(data, source)
+
+
+# --------------------------------------------------------------------------------------------
+# Tuning grids: one setting replaced in a raw config.
+
+
+def _plain(value: Any) -> Any:
+    """A deep copy as plain dicts and lists, so override() can edit it in place."""
+    if isinstance(value, Mapping):
+        return {k: _plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    return value
+
+
+def override(data: Mapping[str, Any], dotted_key: str, value: Any) -> dict[str, Any]:
+    """A deep copy of the raw config with one setting replaced (for `coolant tune` grids).
+
+    `model_list.*.model_info.cooldown_time` sets it on every deployment; a number selects one
+    list item. Missing or null maps on the way are created, so `coolant.backoff.base` works on
+    a config without a `coolant:` section. The result is raw data: `parse_config` validates it.
+    """
+    parts = dotted_key.split(".")
+    if not dotted_key or "" in parts:
+        raise ConfigError("override", dotted_key or "''", "not a dotted key")
+    if not isinstance(data, Mapping):
+        raise ConfigError("override", dotted_key, f"the config must be a map, got {_show(data)}")
+    out: dict[str, Any] = _plain(data)
+    _assign(out, parts, 0, value, dotted_key)
+    return out
+
+
+def _assign(node: Any, parts: list[str], i: int, value: Any, dotted_key: str) -> None:
+    here = ".".join(parts[:i]) or "the top level"
+    part, last = parts[i], i == len(parts) - 1
+
+    def fail(problem: str) -> NoReturn:
+        raise ConfigError("override", dotted_key, problem)
+
+    def descend(container: Any, slot: Any) -> None:
+        if last:
+            container[slot] = _plain(value)
+            return
+        child = container[slot] if not isinstance(container, dict) else container.get(slot)
+        if child is None:
+            if parts[i + 1] == "*" or parts[i + 1].isdigit():
+                fail(f"{'.'.join(parts[: i + 1])} is missing, so {parts[i + 1]} selects nothing")
+            child = container[slot] = {}
+        _assign(child, parts, i + 1, value, dotted_key)
+
+    if isinstance(node, list):
+        if part == "*":
+            if not node:
+                fail(f"{here} is empty, so * selects nothing")
+            for j in range(len(node)):
+                descend(node, j)
+        elif part.isdigit() and int(part) < len(node):
+            descend(node, int(part))
+        else:
+            fail(f"{here} is a list of {len(node)}: use * or an index below {len(node)}, not {part!r}")
+    elif isinstance(node, dict):
+        if part == "*":
+            fail(f"{here} is a map: * only selects list items")
+        descend(node, part)
+    else:
+        fail(f"{here} is {_show(node)}, not a map or a list")
+
+
+def parse_value(text: str) -> Any:
+    """A command-line grid value with YAML meaning: "30" -> 30, "null" -> None, "{}" -> {}."""
+    try:
+        return yaml.safe_load(text)
+    except yaml.YAMLError as e:
+        problem = getattr(e, "problem", None) or type(e).__name__
+        raise ConfigError("command line", None, f"cannot read {text!r} as a YAML value: {problem}") from None

@@ -1,0 +1,69 @@
+"""Topic names, partitioning and retention (contract §2): data only, no I/O.
+
+Every input topic is keyed by deployment_id so all of a deployment's records meet in one
+partition (and one worker); all keyed topics share one partition count so Faust tables and
+the topics they follow stay co-partitioned.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+DAY_MS = 24 * 3600 * 1000
+
+
+@dataclass(frozen=True, slots=True)
+class TopicSpec:
+    name: str
+    partitions: int
+    config: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class Topics:
+    """The names under one prefix (default `coolant.`)."""
+
+    prefix: str = "coolant."
+
+    @property
+    def outcomes(self) -> str:
+        return self.prefix + "outcomes"
+
+    @property
+    def health(self) -> str:
+        return self.prefix + "health"
+
+    @property
+    def deployments(self) -> str:
+        return self.prefix + "deployments"
+
+    @property
+    def cooldowns(self) -> str:
+        return self.prefix + "cooldowns"
+
+    @property
+    def deadletter(self) -> str:
+        return self.prefix + "deadletter"
+
+    @property
+    def candidates(self) -> str:
+        """Internal: cooldown candidates keyed by model group, for the X3 ejection filter."""
+        return self.prefix + "candidates"
+
+    @property
+    def health_state(self) -> str:
+        """Internal, compacted: H1 health-state changes for the Redis materializer."""
+        return self.prefix + "health-state"
+
+    def specs(self, partitions: int = 8, cooldown_retention_days: int = 30) -> list[TopicSpec]:
+        """What `coolant worker` creates when a topic is missing."""
+        week = str(7 * DAY_MS)
+        return [
+            TopicSpec(self.outcomes, partitions, {"retention.ms": week}),
+            TopicSpec(self.health, partitions, {"retention.ms": week}),
+            TopicSpec(self.deployments, 1, {"cleanup.policy": "compact"}),
+            TopicSpec(self.cooldowns, partitions, {"retention.ms": str(cooldown_retention_days * DAY_MS)}),
+            TopicSpec(self.deadletter, 1, {"retention.ms": str(14 * DAY_MS)}),
+            TopicSpec(self.candidates, partitions, {"retention.ms": str(DAY_MS)}),
+            TopicSpec(self.health_state, partitions, {"cleanup.policy": "compact"}),
+        ]
