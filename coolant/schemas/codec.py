@@ -39,7 +39,7 @@ def _invalid(exc: msgspec.MsgspecError) -> InvalidRecord:
 def decode(raw: bytes | bytearray | memoryview | str) -> Record:
     """Decode and validate one JSON record; InvalidRecord says which field is wrong and how."""
     try:
-        return cast(Record, _decoder.decode(raw))
+        return _decoder.decode(raw)
     except msgspec.MsgspecError as exc:
         raise _invalid(exc) from None
 
@@ -47,7 +47,7 @@ def decode(raw: bytes | bytearray | memoryview | str) -> Record:
 def from_dict(d: Any) -> Record:
     """Validate an already decoded object (YAML fixtures, tests) by the same rules."""
     try:
-        return msgspec.convert(d, Record)
+        return cast(Record, msgspec.convert(d, Record))
     except msgspec.MsgspecError as exc:
         raise _invalid(exc) from None
 
