@@ -102,6 +102,69 @@ def replay_command(
         render_summary(summary, err, seconds)
 
 
+@app.command("worker")
+def worker_command(
+    config: Annotated[Path, typer.Option("--config", "-c", help="LiteLLM proxy config YAML (plus `coolant:`).")],
+    bootstrap: Annotated[
+        str | None,
+        typer.Option("--bootstrap", envvar="KAFKA_BOOTSTRAP", help="Kafka bootstrap servers (host:port[,host:port])."),
+    ] = None,
+    redis_url: Annotated[
+        str | None, typer.Option("--redis-url", envvar="REDIS_URL", help="Redis the LiteLLM routers read.")
+    ] = None,
+    topic_prefix: Annotated[str | None, typer.Option(help="Topic name prefix (default `coolant.`).")] = None,
+    redis_key_prefix: Annotated[
+        str | None, typer.Option(help="Prefix of the Redis keys, if the routers use one.")
+    ] = None,
+    web_port: Annotated[int | None, typer.Option(help="Port of /healthz and /metrics (default 6066).")] = None,
+    web_bind: Annotated[str, typer.Option(help="Address the web server listens on.")] = "127.0.0.1",
+    partitions: Annotated[int, typer.Option(help="Partitions for topics this worker creates.")] = 8,
+    app_id: Annotated[str, typer.Option(help="Consumer group and table namespace; workers sharing it split the work.")]
+    = "coolant",
+    data_dir: Annotated[Path, typer.Option(help="Local data directory of this worker.")] = Path(".local/worker"),
+    materialize: Annotated[
+        bool, typer.Option("--materialize/--no-materialize", help="Also write cooldowns to Redis.")
+    ] = True,
+    shadow: Annotated[
+        bool,
+        typer.Option(help="Shadow mode: decide on live traffic, write only `<prefix>cooldowns.shadow`, never Redis."),
+    ] = False,
+    loglevel: Annotated[str, typer.Option("--loglevel", "-l", help="debug, info, warning or error.")] = "info",
+) -> None:
+    """Run the live processor: Kafka in, the cooldown topic and Redis out (contract §5).
+
+    Creates missing topics, consumes outcome, health and deployment records, decides with the
+    same policy as `coolant replay`, publishes cooldown records and writes LiteLLM's
+    `deployment:<id>:cooldown` keys. Serves /healthz and Prometheus /metrics on --web-port.
+    Stop with Ctrl-C or SIGTERM.
+    """
+    from dataclasses import replace
+
+    from coolant.streams.app import WorkerOptions
+    from coolant.streams.worker import run
+
+    cfg = load(config)
+    rt = cfg.runtime
+    rt = replace(
+        rt,
+        topic_prefix=topic_prefix if topic_prefix is not None else rt.topic_prefix,
+        web_port=web_port if web_port is not None else rt.web_port,
+        kafka=replace(rt.kafka, bootstrap_servers=bootstrap) if bootstrap else rt.kafka,
+        redis=replace(
+            rt.redis,
+            url=redis_url or rt.redis.url,
+            key_prefix=redis_key_prefix if redis_key_prefix is not None else rt.redis.key_prefix,
+        ),
+    )
+    if shadow:
+        app_id = app_id if app_id != "coolant" else "coolant-shadow"
+    opts = WorkerOptions(
+        app_id=app_id, partitions=partitions, web_port=rt.web_port, web_bind=web_bind, datadir=str(data_dir),
+        materialize=materialize, shadow=shadow,
+    )
+    run(replace(cfg, runtime=rt), opts, loglevel)
+
+
 def main() -> None:
     app()
 

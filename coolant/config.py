@@ -35,6 +35,7 @@ from coolant.processors.policy import (
     Registry,
     RouterSettings,
 )
+from coolant.schemas import DeploymentRecord
 
 __all__ = [
     "SECRET_REF_PREFIX",
@@ -739,3 +740,22 @@ def parse_value(text: str) -> Any:
     except yaml.YAMLError as e:
         problem = getattr(e, "problem", None) or type(e).__name__
         raise ConfigError("command line", None, f"cannot read {text!r} as a YAML value: {problem}") from None
+
+
+def entry_from_record(rec: DeploymentRecord) -> tuple[DeploymentEntry, tuple[str, ...]]:
+    """R2: a `coolant.deployment/1` record as a registry entry (it has no params-level duration).
+
+    Returns the entry and any warnings (unknown policy keys). The record was already validated
+    by its schema, so its numbers are known to be non-negative.
+    """
+    r = _Reader(f"deployment record {rec.deployment_id}")
+    policy = r.policy(rec.allowed_fails_policy, "allowed_fails_policy")
+    entry = DeploymentEntry(
+        deployment_id=rec.deployment_id,
+        model_group=rec.model_group,
+        wildcard=rec.is_wildcard,
+        cooldown_time=rec.cooldown_time,
+        allowed_fails=rec.allowed_fails,
+        allowed_fails_policy=policy,
+    )
+    return entry, tuple(r.warnings)

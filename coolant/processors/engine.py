@@ -62,13 +62,12 @@ def _accept(o: Options, ps: PathState, event_id: str, ts: float) -> Step | None:
     return None
 
 
-def step_outcome(policy: Policy, st: DeploymentState, rec: Outcome) -> Step:
+def step_outcome(policy: Policy, ps: PathState, rec: Outcome) -> Step:
     """O1-O9 for one outcome record, before the group-level ejection filter.
 
     The success path is the hot path of every replay and agent, so it is kept flat.
     """
     o = policy.options
-    ps = st.request
     ts = rec.ts
     stop = _accept(o, ps, rec.event_id, ts)
     if stop is not None:
@@ -105,18 +104,17 @@ def step_outcome(policy: Policy, st: DeploymentState, rec: Outcome) -> Step:
     return _emit(o, entry, ps, verdict, rec, failure)
 
 
-def step_health(policy: Policy, st: DeploymentState, rec: Health) -> Step:
-    """H1 (health state, always) and H2-H3 (probe cooldowns, when enabled)."""
+def step_health(policy: Policy, ps: PathState, rec: Health) -> Step:
+    """H1 (health state, always) and H2-H3 (probe cooldowns, when enabled), on the health path state."""
     update = None
-    probe = st.probe
+    probe = ps.probe
     if probe is None or rec.ts >= probe.timestamp:
         new = HealthState(rec.healthy, rec.ts, "" if rec.healthy else PROBE_FAILED)
         if new != probe:
-            st.probe = update = new
+            ps.probe = update = new
     o = policy.options
     if rec.healthy or not o.health_cooldown:
         return Step("probe", None, update)
-    ps = st.health
     stop = _accept(o, ps, rec.event_id, rec.ts)
     if stop is not None:
         return Step(stop.disposition, None, update)
@@ -174,9 +172,9 @@ class Engine:
         """Process one record in order. Deployment (R2: replay uses the config) and cooldown records are ignored."""
         if isinstance(rec, Outcome):
             st = self.states.get(rec.deployment_id) or self.state(rec.deployment_id)
-            step = step_outcome(self.policy, st, rec)
+            step = step_outcome(self.policy, st.request, rec)
         elif isinstance(rec, Health):
-            step = step_health(self.policy, self.state(rec.deployment_id), rec)
+            step = step_health(self.policy, self.state(rec.deployment_id).health, rec)
         else:
             return IGNORED
         return step if step.cooldown is None else self.filter(step)

@@ -23,6 +23,18 @@ class Counter:
     count: int
 
 
+@dataclass(frozen=True, slots=True)
+class HealthState:
+    """H1: the latest probe's verdict, in LiteLLM's health-state map format."""
+
+    is_healthy: bool
+    timestamp: float
+    reason: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"is_healthy": self.is_healthy, "timestamp": self.timestamp, "reason": self.reason}
+
+
 @dataclass(slots=True)
 class PathState:
     """One of a deployment's two independent state sets: request path or health path (D6)."""
@@ -37,6 +49,8 @@ class PathState:
     """event_id -> ts, for duplicate detection (L2)."""
     gc_minute: int = -1
     """The event-time minute of the last discard pass (L3), so discarding runs once a minute."""
+    probe: HealthState | None = None
+    """Health path only: the latest probe's verdict (H1)."""
 
     def to_dict(self) -> dict[str, Any]:
         """Everything but `seen`, which the live shell stores separately, as JSON-able data."""
@@ -47,6 +61,7 @@ class PathState:
             "end": self.end,
             "streak": self.streak,
             "gc_minute": self.gc_minute,
+            "probe": None if self.probe is None else self.probe.to_dict(),
         }
 
     @classmethod
@@ -59,39 +74,13 @@ class PathState:
             d["streak"],
             {} if seen is None else seen,
             d["gc_minute"],
+            None if (p := d.get("probe")) is None else HealthState(p["is_healthy"], p["timestamp"], p["reason"]),
         )
-
-
-@dataclass(frozen=True, slots=True)
-class HealthState:
-    """H1: the latest probe's verdict, in LiteLLM's health-state map format."""
-
-    is_healthy: bool
-    timestamp: float
-    reason: str
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"is_healthy": self.is_healthy, "timestamp": self.timestamp, "reason": self.reason}
 
 
 @dataclass(slots=True)
 class DeploymentState:
+    """Both paths of one deployment, as the offline engine keeps them."""
+
     request: PathState = field(default_factory=PathState)
     health: PathState = field(default_factory=PathState)
-    probe: HealthState | None = None
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "request": self.request.to_dict(),
-            "health": self.health.to_dict(),
-            "probe": None if self.probe is None else self.probe.to_dict(),
-        }
-
-    @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> DeploymentState:
-        p = d.get("probe")
-        return cls(
-            PathState.from_dict(d["request"]),
-            PathState.from_dict(d["health"]),
-            None if p is None else HealthState(p["is_healthy"], p["timestamp"], p["reason"]),
-        )

@@ -1,0 +1,261 @@
+"""The Faust app: topics, tables and thin agents around the pure policy core.
+
+Each agent: raw bytes -> decode (dead letter if invalid) -> load the deployment's path state ->
+`step_outcome`/`step_health` -> publish the cooldown -> save the state. No policy decision is
+made here; the same functions run in `coolant replay`.
+"""
+
+from __future__ import annotations
+
+import logging
+import ssl
+import time
+from dataclasses import dataclass
+from typing import Any
+
+import faust
+import orjson
+from faust.sensors.prometheus import setup_prometheus_sensors
+
+from coolant.config import Config, KafkaSettings, resolve_secret
+from coolant.processors import HealthState, Step, step_health, step_outcome
+from coolant.processors.ejection import passes
+from coolant.schemas import Cooldown, Health, InvalidRecord, Outcome, decode, encode
+from coolant.streams import metrics
+from coolant.streams.deadletter import deadletter_value
+from coolant.streams.pathstore import PathStore
+from coolant.streams.registry import LiveRegistry, follow
+from coolant.topics import Topics
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, slots=True)
+class WorkerOptions:
+    """How this worker runs (from the CLI), as opposed to what the policy decides (the config)."""
+
+    app_id: str = "coolant"
+    partitions: int = 8
+    web_port: int = 6066
+    web_bind: str = "127.0.0.1"
+    datadir: str = ".local/worker"
+    materialize: bool = True
+    shadow: bool = False
+    """Shadow mode: decide on live traffic, write only to `<cooldowns>.shadow`, never Redis."""
+
+
+def kafka_client_args(k: KafkaSettings) -> dict[str, Any]:
+    """aiokafka connection arguments (secrets resolved here, at the edge, never logged)."""
+    args: dict[str, Any] = {"bootstrap_servers": k.bootstrap_servers}
+    if k.security_protocol:
+        args["security_protocol"] = k.security_protocol
+    if k.sasl_mechanism:
+        args["sasl_mechanism"] = k.sasl_mechanism
+        args["sasl_plain_username"] = resolve_secret(k.sasl_plain_username)
+        args["sasl_plain_password"] = resolve_secret(k.sasl_plain_password)
+    if k.security_protocol in ("SSL", "SASL_SSL"):
+        args["ssl_context"] = _ssl_context(k)
+    return args
+
+
+def _ssl_context(k: KafkaSettings) -> ssl.SSLContext:
+    ctx = ssl.create_default_context(cafile=k.ssl_cafile)
+    if k.ssl_certfile:
+        ctx.load_cert_chain(k.ssl_certfile, k.ssl_keyfile)
+    return ctx
+
+
+def _faust_credentials(k: KafkaSettings) -> Any:
+    if k.sasl_mechanism:
+        return faust.SASLCredentials(
+            username=resolve_secret(k.sasl_plain_username),
+            password=resolve_secret(k.sasl_plain_password),
+            mechanism=k.sasl_mechanism,
+            ssl_context=_ssl_context(k) if k.security_protocol == "SASL_SSL" else None,
+        )
+    if k.security_protocol == "SSL":
+        return faust.SSLCredentials(_ssl_context(k))
+    return None
+
+
+class Pipeline:
+    """One worker's app and its parts, built from the config and the worker options."""
+
+    def __init__(self, cfg: Config, opts: WorkerOptions, sink: Any | None = None) -> None:
+        self.cfg = cfg
+        self.opts = opts
+        self.names = Topics(cfg.runtime.topic_prefix)
+        self.registry = LiveRegistry(cfg.policy)
+        self.sink = sink
+        k = cfg.runtime.kafka
+        servers = ";".join(s.strip() for s in k.bootstrap_servers.split(","))
+        self.app = app = faust.App(
+            opts.app_id,
+            broker=f"kafka://{servers}",
+            broker_credentials=_faust_credentials(k),
+            store="memory://",
+            datadir=opts.datadir,
+            topic_partitions=opts.partitions,
+            topic_replication_factor=1,
+            web_port=opts.web_port,
+            web_bind=opts.web_bind,
+            web_host=opts.web_bind,
+            consumer_auto_offset_reset="earliest",
+            autodiscover=False,
+            stream_wait_empty=False,
+            producer_acks=-1,
+            broker_commit_every=1000,
+            broker_commit_interval=1.0,
+        )
+        raw: dict[str, Any] = {"key_serializer": "raw", "value_serializer": "raw"}
+        n = self.names
+        self.outcomes = app.topic(n.outcomes, partitions=opts.partitions, **raw)
+        self.health = app.topic(n.health, partitions=opts.partitions, **raw)
+        cooldowns = n.cooldowns + (".shadow" if opts.shadow else "")
+        self.cooldowns = app.topic(cooldowns, partitions=opts.partitions, **raw)
+        self.deadletter = app.topic(n.deadletter, partitions=1, **raw)
+        self.candidates = app.topic(n.candidates, partitions=opts.partitions, **raw)
+        self.health_state = app.topic(n.health_state, partitions=opts.partitions, **raw)
+
+        def table(name: str) -> Any:
+            return app.Table(name, partitions=opts.partitions, key_type=bytes, value_type=bytes)  # raw bytes
+
+        self.request_store = PathStore(table("request-state"), table("request-seen"))
+        self.health_store = PathStore(table("health-state"), table("health-seen"))
+        self.ejection_table = table("ejections")
+        self._ejections: dict[str, dict[str, float]] = {}
+        for store in (self.request_store, self.health_store):
+            store.seen_table.on_recover(self._recovered(store))
+
+        app.agent(self.outcomes, name="outcomes")(self._outcome_agent)
+        app.agent(self.health, name="health")(self._health_agent)
+        app.agent(self.candidates, name="ejection")(self._ejection_agent)
+        if opts.materialize and not opts.shadow and sink is not None:
+            app.agent(self.cooldowns, name="materialize-cooldowns")(self._materialize_cooldowns)
+            app.agent(self.health_state, name="materialize-health")(self._materialize_health)
+        app.task(self._follow_registry)
+        registry = self.registry
+
+        @app.page("/healthz")
+        async def healthz(web: Any, request: Any) -> Any:
+            return web.json({"status": "ok", "deployments": len(registry.policy.registry.entries)})
+
+        setup_prometheus_sensors(app, registry=metrics.REGISTRY, name_prefix="coolant_faust")
+
+    def _recovered(self, store: PathStore) -> Any:
+        async def on_recover() -> None:
+            store.reset()
+            self._ejections.clear()
+            log.info("state recovered: %d deployments with seen ids", len(store._views))
+
+        return on_recover
+
+    async def _follow_registry(self) -> None:
+        await follow(self.registry, self.names.deployments, kafka_client_args(self.cfg.runtime.kafka))
+
+    # -- agents --------------------------------------------------------------------------------
+
+    async def _dead_letter(self, event: Any, error: str) -> None:
+        msg = event.message
+        log.warning("dead letter %s[%s]@%s: %s", msg.topic, msg.partition, msg.offset, error)
+        metrics.DEADLETTERS.labels(msg.topic).inc()
+        value = deadletter_value(error, msg.topic, msg.partition, msg.offset, event.value)
+        await self.deadletter.send(key=event.key, value=value)
+
+    async def _outcome_agent(self, stream: Any) -> None:
+        topic = self.names.outcomes
+        async for event in stream.events():
+            try:
+                rec = decode(event.value)
+            except InvalidRecord as exc:
+                await self._dead_letter(event, str(exc))
+                continue
+            if type(rec) is not Outcome:
+                await self._dead_letter(event, f"schema: expected coolant.outcome/1 on {topic}, got {rec.schema}")
+                continue
+            dep = rec.deployment_id
+            ps = self.request_store.load(dep)
+            step = step_outcome(self.registry.policy, ps, rec)
+            await self._publish(step, topic)
+            self.request_store.save(dep, ps)
+
+    async def _health_agent(self, stream: Any) -> None:
+        topic = self.names.health
+        async for event in stream.events():
+            try:
+                rec = decode(event.value)
+            except InvalidRecord as exc:
+                await self._dead_letter(event, str(exc))
+                continue
+            if type(rec) is not Health:
+                await self._dead_letter(event, f"schema: expected coolant.health/1 on {topic}, got {rec.schema}")
+                continue
+            dep = rec.deployment_id
+            ps = self.health_store.load(dep)
+            step = step_health(self.registry.policy, ps, rec)
+            if step.health is not None:
+                value = orjson.dumps({"deployment_id": dep, **step.health.to_dict()})
+                await self.health_state.send(key=dep.encode(), value=value)
+            await self._publish(step, topic)
+            self.health_store.save(dep, ps)
+
+    async def _publish(self, step: Step, topic: str) -> None:
+        """Count the record; send its cooldown (to the ejection stage when X3 is on) and wait until durable."""
+        metrics.RECORDS.labels(topic, step.disposition).inc()
+        cd = step.cooldown
+        if cd is None:
+            return
+        if self.registry.policy.options.max_ejection_percent < 100:
+            fut = await self.candidates.send(key=cd.model_group.encode(), value=encode(cd))
+        else:
+            metrics.COOLDOWNS.labels(cd.model_group, cd.reason).inc()
+            fut = await self.cooldowns.send(key=cd.deployment_id.encode(), value=encode(cd))
+        await fut
+
+    async def _ejection_agent(self, stream: Any) -> None:
+        """X3 over candidates keyed by model group, so one group's candidates meet in one place."""
+        async for event in stream.events():
+            cd = decode(event.value)
+            assert isinstance(cd, Cooldown)
+            group = cd.model_group
+            active = self._ejections.get(group)
+            if active is None:
+                raw = self.ejection_table.get(group.encode())
+                active = self._ejections[group] = {} if raw is None else orjson.loads(raw)
+            if passes(self.registry.policy, active, cd.deployment_id, cd.ts, cd.until):
+                metrics.COOLDOWNS.labels(group, cd.reason).inc()
+                fut = await self.cooldowns.send(key=cd.deployment_id.encode(), value=event.value)
+                await fut
+                self.ejection_table[group.encode()] = orjson.dumps(active)
+            else:
+                metrics.SUPPRESSED.labels(group, cd.reason).inc()
+
+    async def _materialize_cooldowns(self, stream: Any) -> None:
+        """Cooldown records -> LiteLLM's Redis keys. Not acknowledged until written (retries inside)."""
+        assert self.sink is not None
+        async for event in stream.events():
+            try:
+                cd = decode(event.value)
+            except InvalidRecord as exc:
+                await self._dead_letter(event, str(exc))
+                continue
+            if not isinstance(cd, Cooldown):
+                await self._dead_letter(event, f"schema: expected coolant.cooldown/1, got {cd.schema}")
+                continue
+            written = await self.sink.write_with_retry(cd, on_error=_redis_error)
+            metrics.REDIS_WRITES.labels("cooldown", "written" if written else "skipped").inc()
+            if written:
+                metrics.MATERIALIZE_LAG.observe(max(0.0, time.time() - cd.ts))
+
+    async def _materialize_health(self, stream: Any) -> None:
+        assert self.sink is not None
+        async for value in stream:
+            d = orjson.loads(value)
+            state = HealthState(d["is_healthy"], d["timestamp"], d["reason"])
+            written = await self.sink.write_health_with_retry(d["deployment_id"], state, on_error=_redis_error)
+            metrics.REDIS_WRITES.labels("health", "written" if written else "skipped").inc()
+
+
+def _redis_error(exc: Exception, delay: float) -> None:
+    metrics.REDIS_ERRORS.inc()
+    log.warning("redis write failed (%s); retrying in %.1f s, record not acknowledged", exc, delay)

@@ -1,0 +1,53 @@
+"""Starting a worker: create missing topics, connect Redis, build the pipeline, hand over to Faust."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from dataclasses import replace
+
+import faust
+import redis.asyncio as redis_asyncio
+
+from coolant.config import Config, resolve_secret
+from coolant.streams.admin import ensure_topics
+from coolant.streams.app import Pipeline, WorkerOptions, kafka_client_args
+from coolant.topics import Topics
+
+log = logging.getLogger(__name__)
+
+
+def redis_client(cfg: Config) -> redis_asyncio.Redis:
+    r = cfg.runtime.redis
+    return redis_asyncio.from_url(
+        r.url, password=resolve_secret(r.password), ssl=r.ssl or None, socket_timeout=5, socket_connect_timeout=5,
+        health_check_interval=10,
+    )
+
+
+def build_pipeline(cfg: Config, opts: WorkerOptions, loop: asyncio.AbstractEventLoop) -> Pipeline:
+    """Topics first (their partition counts decide the tables'), then the app."""
+    names = Topics(cfg.runtime.topic_prefix)
+    extra = (names.cooldowns + ".shadow",) if opts.shadow else ()
+    counts = loop.run_until_complete(
+        ensure_topics(names, kafka_client_args(cfg.runtime.kafka), opts.partitions, extra)
+    )
+    partitions = counts[names.outcomes]
+    if counts[names.health] != partitions:
+        log.warning("%s has %d partitions but %s has %d; health tables use the outcomes count",
+                    names.health, counts[names.health], names.outcomes, partitions)
+    sink = None
+    if opts.materialize and not opts.shadow:
+        from coolant.streams.materializer import RedisSink
+
+        sink = RedisSink(redis_client(cfg), cfg.runtime.redis.key_prefix)
+    return Pipeline(cfg, replace(opts, partitions=partitions), sink)
+
+
+def run(cfg: Config, opts: WorkerOptions, loglevel: str = "info") -> None:
+    """Blocks until the worker stops (SIGTERM/SIGINT shut it down cleanly)."""
+    loop = asyncio.new_event_loop()
+    asyncio.set_event_loop(loop)
+    pipeline = build_pipeline(cfg, opts, loop)
+    worker = faust.Worker(pipeline.app, loop=loop, loglevel=loglevel)
+    worker.execute_from_commandline()
