@@ -104,6 +104,8 @@ class Pipeline:
             autodiscover=False,
             stream_wait_empty=False,
             producer_acks=-1,
+            producer_linger=0.005,  # batch changelog writes: one produce request per record was the bottleneck
+            producer_max_batch_size=1 << 20,
             broker_commit_every=1000,
             broker_commit_interval=1.0,
         )
