@@ -32,7 +32,7 @@ err = Console(stderr=True)
 
 def fail(message: str, code: int = 2) -> typer.Exit:
     """One line on stderr, then exit: the contract's way to report a bad config or file."""
-    err.print(f"coolant: error: {message}", highlight=False, markup=False)
+    err.print(f"coolant: error: {message}", highlight=False, markup=False, soft_wrap=True)
     return typer.Exit(code)
 
 
@@ -42,7 +42,7 @@ def load(config: Path) -> Config:
     except ConfigError as exc:
         raise fail(str(exc)) from None
     for warning in cfg.warnings:
-        err.print(f"coolant: warning: {warning}", highlight=False, markup=False)
+        err.print(f"coolant: warning: {warning}", highlight=False, markup=False, soft_wrap=True)
     return cfg
 
 

@@ -12,6 +12,7 @@ from coolant.schemas import Cooldown, Health, InvalidRecord, Outcome, decode
 from coolant.sources import Line
 
 MAX_INVALID_SAMPLES = 20
+_DROPPED = frozenset({"late", "duplicate"})
 
 
 @dataclass(slots=True)
@@ -89,6 +90,8 @@ def replay(lines: Iterable[Line], policy: Policy, emit: Callable[[Cooldown], Non
             continue
         step = feed(rec)
         dispositions[step.disposition] += 1
+        if step.disposition in _DROPPED:
+            continue  # dropped records count in `dispositions` only
         if type(rec) is Outcome:
             totals = deployments[rec.deployment_id]
             totals.outcomes += 1

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from coolant.replay import ReplaySummary
@@ -18,7 +19,7 @@ def render_summary(summary: ReplaySummary, console: Console, seconds: float) -> 
         f"{sum(summary.suppressed.values()):,} suppressed, {summary.health_updates:,} health-state changes"
     )
     for sample in summary.invalid_samples:
-        console.print(f"  [red]invalid[/red] {sample}", highlight=False, markup=False)
+        console.print(f"  [red]invalid[/red] {escape(sample)}", highlight=False, soft_wrap=True)
     if summary.invalid > len(summary.invalid_samples):
         console.print(f"  … and {summary.invalid - len(summary.invalid_samples):,} more invalid records")
 

@@ -42,6 +42,7 @@ from coolant.processors import Engine, Policy
 from coolant.schemas import Cooldown, Outcome, encode
 
 __all__ = [
+    "DEFAULT_START_TS",
     "SCENARIOS",
     "AgentLoad",
     "BackgroundLoad",
@@ -180,7 +181,8 @@ class Scenario:
                 return g
         raise KeyError(f"scenario {self.name!r} has no group {name!r}")
 
-    def keys(self) -> Iterator[tuple[Group, ProviderKey]]:
+    def provider_keys(self) -> Iterator[tuple[Group, ProviderKey]]:
+        """Every (group, key) pair, in config order."""
         for g in self.groups:
             for k in g.keys:
                 yield g, k
@@ -305,7 +307,9 @@ class SimStats:
     """(deployment_id, status) -> attempts; status 200 for a success."""
 
     def rate_limited(self, deployment_ids: Sequence[str] | None = None) -> int:
-        return sum(n for (d, s), n in self.attempts.items() if s == 429 and (deployment_ids is None or d in deployment_ids))
+        return sum(
+            n for (d, s), n in self.attempts.items() if s == 429 and (deployment_ids is None or d in deployment_ids)
+        )
 
 
 @dataclass(slots=True)
@@ -371,7 +375,7 @@ def simulate(
     st = stats if stats is not None else SimStats()
 
     groups = {g.name: g for g in scenario.groups}
-    for chain_group in [*scenario.fallbacks, *(t for ts in scenario.fallbacks.values() for t in ts)]:
+    for chain_group in [*scenario.fallbacks, *(g for targets in scenario.fallbacks.values() for g in targets)]:
         scenario.group(chain_group)  # fail early on a typo
     faults: dict[str, list[Fault]] = {}
     for f in scenario.faults:
@@ -381,7 +385,7 @@ def simulate(
     background_rng = random.Random(f"{seed}:background")
     latency_rng = random.Random(f"{seed}:latency")
 
-    window: dict[str, deque[float]] = {k.deployment_id: deque() for _, k in scenario.keys()}
+    window: dict[str, deque[float]] = {k.deployment_id: deque() for _, k in scenario.provider_keys()}
     in_flight: dict[tuple[str, str], int] = Counter()  # (pod, deployment_id) -> attempts in flight
     rotation: dict[tuple[str, str], int] = Counter()  # (pod, group) -> round-robin position
 
@@ -441,9 +445,7 @@ def simulate(
                 att = _Attempt(req, group, key, now, True, None, None, None, None)
                 latency = latency_rng.uniform(*scenario.success_latency_s)
             else:
-                att = _Attempt(
-                    req, group, key, now, False, 429, "RateLimitError", RATE_LIMIT_MESSAGE, key.retry_after
-                )
+                att = _Attempt(req, group, key, now, False, 429, "RateLimitError", RATE_LIMIT_MESSAGE, key.retry_after)
                 latency = latency_rng.uniform(*scenario.rate_limit_latency_s)
         push(now + latency, _FINISH, att)
 
@@ -536,7 +538,7 @@ def litellm_config(
     """
     ct = scenario.cooldown_time if cooldown_time is None else cooldown_time
     model_list = []
-    for group, key in scenario.keys():
+    for group, key in scenario.provider_keys():
         info: dict[str, Any] = {"id": key.deployment_id}
         if pin_cooldown_time:
             info["cooldown_time"] = ct
@@ -611,7 +613,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     out = _open_out(args.out)
     records = 0
     try:
-        for rec in simulate(scenario, args.start, args.minutes * 60, seed=args.seed, cooldown_aware=oracle, stats=stats):
+        for rec in simulate(
+            scenario, args.start, args.minutes * 60, seed=args.seed, cooldown_aware=oracle, stats=stats
+        ):
             out.write(encode(rec) + b"\n")
             records += 1
     finally:
@@ -621,7 +625,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             out.close()
     by_key = ", ".join(
         f"{k.deployment_id} {stats.attempts[k.deployment_id, 200]} ok/{stats.attempts[k.deployment_id, 429]} 429"
-        for _, k in scenario.keys()
+        for _, k in scenario.provider_keys()
     )
     print(
         f"{records} records, {stats.requests} requests ({stats.succeeded} ok, {stats.failed} failed, "
