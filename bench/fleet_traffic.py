@@ -61,7 +61,8 @@ def generate(path: Path, records: int, deployments: int, seed: int, rate: float)
                 "latency_ms": round(rng.uniform(80, 1500), 1),
             }
             if status and rng.random() < share:
-                rec.update(ok=False, status_code=status, exception_type=exc, exception_message=f"{exc}: upstream said no",
+                message = f"{exc}: upstream said no"
+                rec.update(ok=False, status_code=status, exception_type=exc, exception_message=message,
                            retry_after=retry_after)
             else:
                 rec["ok"] = True
