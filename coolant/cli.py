@@ -5,7 +5,7 @@ from __future__ import annotations
 import sys
 import time
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import orjson
 import typer
@@ -163,6 +163,65 @@ def worker_command(
         materialize=materialize, shadow=shadow,
     )
     run(replace(cfg, runtime=rt), opts, loglevel)
+
+
+@app.command("status")
+def status_command(
+    redis_url: Annotated[
+        str, typer.Option("--redis-url", envvar="REDIS_URL", help="The Redis the LiteLLM routers read.")
+    ] = "redis://127.0.0.1:16379/0",
+    key_prefix: Annotated[str, typer.Option(help="Prefix of the Redis keys, if the routers use one.")] = "",
+    as_json: Annotated[bool, typer.Option("--json", help="One JSON object per active cooldown instead of a table.")]
+    = False,
+) -> None:
+    """Which deployments are cooled right now, why, and until when (read from Redis, as routers read it).
+
+    Shows every `deployment:<id>:cooldown` key in force, including ones LiteLLM routers wrote
+    themselves (their group and reason are unknown and shown as "-").
+    """
+    import asyncio
+    from dataclasses import asdict
+
+    import redis.asyncio as redis_asyncio
+    from redis.exceptions import RedisError
+
+    from coolant.status import active_cooldowns, render
+
+    async def read() -> list[Any]:
+        client = redis_asyncio.from_url(redis_url, socket_connect_timeout=5)
+        try:
+            return await active_cooldowns(client, key_prefix)
+        finally:
+            await client.aclose()
+
+    try:
+        cooldowns = asyncio.run(read())
+    except RedisError as exc:
+        raise fail(f"redis {redis_url.split('@')[-1]}: {exc}") from None
+    if as_json:
+        for c in cooldowns:
+            sys.stdout.buffer.write(orjson.dumps(asdict(c)) + b"\n")
+    else:
+        render(cooldowns, Console())
+
+
+@app.command("demo")
+def demo_command(
+    bootstrap: Annotated[str, typer.Option("--bootstrap", envvar="KAFKA_BOOTSTRAP", help="Kafka bootstrap servers.")]
+    = "127.0.0.1:19092",
+    redis_url: Annotated[str, typer.Option("--redis-url", envvar="REDIS_URL", help="Redis URL.")]
+    = "redis://127.0.0.1:16379/0",
+    minutes: Annotated[float, typer.Option(help="Minutes of simulated gateway traffic.")] = 2.0,
+    seed: Annotated[int, typer.Option(help="Simulation seed.")] = 1,
+) -> None:
+    """Scenario S1 live: a worker, three simulated LiteLLM pods, free-tier keys drained by coding agents.
+
+    Needs Kafka and Redis (`scripts/demo` starts both). Shows cooldowns appearing in Redis and
+    expiring, then stops the worker it started. Exit 0 when cooldowns were emitted and expired.
+    """
+    from coolant.demo import run_demo
+
+    raise typer.Exit(run_demo(Console(), bootstrap, redis_url, minutes, seed))
 
 
 def main() -> None:

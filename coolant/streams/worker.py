@@ -8,6 +8,8 @@ from dataclasses import replace
 
 import faust
 import redis.asyncio as redis_asyncio
+from redis.asyncio.retry import Retry
+from redis.backoff import NoBackoff
 
 from coolant.config import Config, resolve_secret
 from coolant.streams.admin import ensure_topics
@@ -22,6 +24,7 @@ def redis_client(cfg: Config) -> redis_asyncio.Redis:
     return redis_asyncio.from_url(
         r.url, password=resolve_secret(r.password), ssl=r.ssl or None, socket_timeout=5, socket_connect_timeout=5,
         health_check_interval=10,
+        retry=Retry(NoBackoff(), 0),  # the sink's own backoff (logged, counted) is the only retry loop
     )
 
 

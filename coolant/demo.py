@@ -1,0 +1,203 @@
+"""`coolant demo`: scenario S1 end to end on real Kafka and Redis, shown live.
+
+Starts a worker, plays simulated gateway traffic in real time (three LiteLLM pods, two free-tier
+Gemini keys drained by coding-agent bursts, a key that starts answering 401), and shows the
+cooldowns appearing in Redis and expiring. The simulated routers read the same Redis keys
+LiteLLM routers read, so they skip cooled keys: the loop is closed, as in production.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+from urllib.request import urlopen
+
+import redis.asyncio as redis_asyncio
+from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
+from rich.console import Console, Group
+from rich.live import Live
+from rich.panel import Panel
+from rich.table import Table
+
+from coolant.schemas import Cooldown, decode, encode
+from coolant.simulate import AgentLoad, Fault, s1, simulate, write_litellm_config
+from coolant.status import ActiveCooldown, active_cooldowns
+from coolant.topics import Topics
+
+BROKEN_KEY = "gemini-flash-free-2"
+
+
+@dataclass
+class DemoState:
+    """What the screen shows; updated by the producer, the cooldown reader and the Redis poller."""
+
+    sent: int = 0
+    statuses: Counter[str] = field(default_factory=Counter)
+    cooldowns: list[Cooldown] = field(default_factory=list)
+    active: list[ActiveCooldown] = field(default_factory=list)
+    cooled: set[str] = field(default_factory=set)
+    phase: str = "starting"
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _wait_healthy(port: int, proc: subprocess.Popen[bytes], log: Path, timeout: float = 90) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError(f"worker exited with {proc.returncode}; log:\n{log.read_text()[-3000:]}")
+        try:
+            with urlopen(f"http://127.0.0.1:{port}/healthz", timeout=1) as r:
+                if r.status == 200:
+                    return
+        except OSError:
+            time.sleep(0.5)
+    raise RuntimeError(f"worker not healthy after {timeout:.0f} s; log:\n{log.read_text()[-3000:]}")
+
+
+def _screen(state: DemoState, minutes: float) -> Group:
+    head = Table.grid(padding=(0, 2))
+    head.add_row(
+        f"[bold]{state.phase}[/bold]",
+        f"records published: {state.sent:,}",
+        "  ".join(f"{k}: {v:,}" for k, v in sorted(state.statuses.items())),
+    )
+    active = Table(title="active cooldowns in Redis (what every LiteLLM router sees)", expand=True)
+    for col in ("deployment", "group", "reason", "status", "remaining s"):
+        active.add_column(col)
+    for c in state.active:
+        active.add_row(c.deployment_id, c.model_group or "-", c.reason or "-", c.status_code or "-",
+                       f"{c.remaining:5.1f}")
+    if not state.active:
+        active.add_row("-", "-", "-", "-", "-")
+    feed = Table(title="coolant.cooldowns (the alert feed), newest last", expand=True)
+    for col in ("start", "deployment", "reason", "status", "seconds", "window s/f"):
+        feed.add_column(col)
+    for cd in state.cooldowns[-8:]:
+        feed.add_row(time.strftime("%H:%M:%S", time.gmtime(cd.ts)), cd.deployment_id, cd.reason,
+                     str(cd.status_code), str(cd.cooldown_time), f"{cd.window.successes}/{cd.window.failures}")
+    title = f"coolant demo: scenario S1, {minutes:g} min of gateway traffic"
+    return Group(Panel(head, title=title), active, feed)
+
+
+async def _produce(state: DemoState, bootstrap: str, topic: str, minutes: float, seed: int) -> None:
+    """Play S1 in real time; the simulated routers skip what Redis says is cooled."""
+    start = time.time() + 1.0
+    # busier than S1's average so that a short demo sees the coding-agent bursts drain a key
+    scenario = s1(agents=AgentLoad(sessions_per_minute=4.0), faults=(Fault.auth(BROKEN_KEY, 25.0, 55.0),))
+
+    def cooled(deployment_id: str, ts: float) -> bool:
+        return deployment_id in state.cooled
+
+    producer = AIOKafkaProducer(bootstrap_servers=bootstrap, linger_ms=5)
+    await producer.start()
+    try:
+        for rec in simulate(scenario, start, minutes * 60, seed=seed, cooldown_aware=cooled):
+            delay = rec.ts - time.time()
+            if delay > 0:
+                await asyncio.sleep(delay)
+            await producer.send(topic, encode(rec), key=rec.deployment_id.encode())
+            state.sent += 1
+            state.statuses["ok" if rec.ok else str(rec.status_code)] += 1
+        await producer.flush()
+    finally:
+        await producer.stop()
+
+
+async def _follow_cooldowns(state: DemoState, bootstrap: str, topic: str) -> None:
+    consumer = AIOKafkaConsumer(topic, bootstrap_servers=bootstrap, group_id=None, auto_offset_reset="earliest")
+    await consumer.start()
+    try:
+        async for msg in consumer:
+            cd = decode(msg.value or b"")
+            if isinstance(cd, Cooldown):
+                state.cooldowns.append(cd)
+    finally:
+        await consumer.stop()
+
+
+async def _poll_redis(state: DemoState, redis: redis_asyncio.Redis) -> None:
+    while True:
+        state.active = await active_cooldowns(redis)
+        state.cooled = {c.deployment_id for c in state.active}
+        await asyncio.sleep(0.25)
+
+
+async def _run(console: Console, bootstrap: str, redis_url: str, topics: Topics, minutes: float, seed: int,
+               worker: subprocess.Popen[bytes]) -> DemoState:
+    state = DemoState(phase="playing traffic")
+    redis = redis_asyncio.from_url(redis_url)
+    tasks = [
+        asyncio.create_task(_follow_cooldowns(state, bootstrap, topics.cooldowns)),
+        asyncio.create_task(_poll_redis(state, redis)),
+    ]
+    try:
+        with Live(_screen(state, minutes), console=console, refresh_per_second=4) as live:
+            play = asyncio.create_task(_produce(state, bootstrap, topics.outcomes, minutes, seed))
+            while not play.done():
+                live.update(_screen(state, minutes))
+                await asyncio.sleep(0.25)
+            await play
+            state.phase = "traffic over: waiting for the cooldowns to expire"
+            deadline = time.monotonic() + 90
+            while state.active and time.monotonic() < deadline and worker.poll() is None:
+                live.update(_screen(state, minutes))
+                await asyncio.sleep(0.25)
+            state.phase = "done"
+            live.update(_screen(state, minutes))
+    finally:
+        for t in tasks:
+            t.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        await redis.aclose()
+    return state
+
+
+def run_demo(console: Console, bootstrap: str, redis_url: str, minutes: float = 2.0, seed: int = 1) -> int:
+    """Returns the exit status: 0 when cooldowns were emitted, written to Redis and expired."""
+    run_id = uuid.uuid4().hex[:8]
+    topics = Topics(f"demo-{run_id}.")
+    workdir = Path(tempfile.mkdtemp(prefix="coolant-demo-"))
+    config = workdir / "litellm.yaml"
+    write_litellm_config(s1(), config)  # S1's own router settings: allowed_fails 1, cooldown_time 60
+    port = _free_port()
+    log = workdir / "worker.log"
+    cmd = [sys.executable, "-m", "coolant.cli", "worker", "--config", str(config), "--bootstrap", bootstrap,
+           "--redis-url", redis_url, "--topic-prefix", topics.prefix, "--app-id", f"demo-{run_id}",
+           "--web-port", str(port), "--data-dir", str(workdir / "data"), "--partitions", "4", "-l", "warning"]
+    console.print(f"[bold]coolant demo[/bold]: config {config}, topics {topics.prefix}*, worker log {log}")
+    with log.open("wb") as out:
+        worker = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, env=os.environ.copy())
+    try:
+        _wait_healthy(port, worker, log)
+        state = asyncio.run(_run(console, bootstrap, redis_url, topics, minutes, seed, worker))
+    finally:
+        worker.send_signal(signal.SIGTERM)
+        try:
+            worker.wait(30)
+        except subprocess.TimeoutExpired:
+            worker.kill()
+    reasons = Counter(cd.reason for cd in state.cooldowns)
+    console.print(
+        f"published {state.sent:,} outcome records; {len(state.cooldowns)} cooldowns "
+        f"({', '.join(f'{r}: {n}' for r, n in reasons.most_common()) or 'none'}); "
+        f"{len(state.active)} still active in Redis at the end"
+    )
+    ok = bool(state.cooldowns) and not state.active
+    if not ok:
+        console.print(f"[red]demo did not complete as expected[/red]; worker log: {log}")
+    return 0 if ok else 1

@@ -1,0 +1,160 @@
+"""`coolant status`: the cooldowns routers see right now, read back from Redis.
+
+It reads what routers read (the LiteLLM keys), not what coolant meant to write, so cooldowns set by LiteLLM
+routers themselves show up too; coolant's detail key only adds the group and reason LiteLLM's value lacks.
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+import redis.asyncio as redis_asyncio
+from rich.console import Console, JustifyMethod
+from rich.table import Table
+
+from coolant.schemas import Cooldown, InvalidRecord, decode
+from coolant.streams.materializer import detail_key
+
+_GLOB_SPECIAL = re.compile(r"([*?\[\]\\])")
+_CHUNK = 500
+_EXCEPTION_WIDTH = 40
+
+
+@dataclass(frozen=True, slots=True)
+class ActiveCooldown:
+    deployment_id: str
+    model_group: str | None
+    """None when no coolant detail key exists (LiteLLM's own cooldowns, or written by another tool)."""
+    reason: str | None
+    """None unless coolant's detail describes the entry in force (LiteLLM may have replaced it since)."""
+    status_code: str | None
+    exception: str
+    started: float
+    until: float
+    remaining: float
+
+
+def _text(raw: bytes | str) -> str:
+    return raw.decode() if isinstance(raw, bytes) else raw
+
+
+def _litellm_value(raw: bytes | str) -> Mapping[str, Any] | None:
+    """As LiteLLM's `RedisCache` reads it: JSON, else a Python literal (its sync writer stores `str(dict)`)."""
+    text = _text(raw)
+    try:
+        value = json.loads(text)
+    except ValueError:
+        try:
+            value = ast.literal_eval(text)
+        except (ValueError, SyntaxError, MemoryError, RecursionError):
+            return None
+    return value if isinstance(value, dict) else None
+
+
+def _number(v: Any) -> float | None:
+    return float(v) if isinstance(v, int | float) and not isinstance(v, bool) else None
+
+
+def _detail(raw: bytes | str | None) -> Cooldown | None:
+    if raw is None:
+        return None
+    try:
+        record = decode(raw)
+    except InvalidRecord:
+        return None
+    return record if isinstance(record, Cooldown) else None
+
+
+def _one(deployment_id: str, value: Mapping[str, Any], detail: Cooldown | None, now: float) -> ActiveCooldown | None:
+    started, duration = _number(value.get("timestamp")), _number(value.get("cooldown_time"))
+    if started is None or duration is None:
+        return None  # LiteLLM cannot read it either
+    until = started + duration
+    if until - now <= 0:
+        return None  # a router no longer sees it, whatever the key's TTL says
+    status = value.get("status_code")
+    exception = value.get("exception_received")
+    reason = None
+    if detail is not None and float(detail.ts) == started and float(detail.cooldown_time) == duration:
+        reason = detail.reason
+        status = None if detail.status_code is None else str(detail.status_code)
+        exception = detail.exception_type or detail.exception_received
+    return ActiveCooldown(
+        deployment_id=deployment_id,
+        model_group=None if detail is None else detail.model_group,
+        reason=reason,
+        status_code=status if isinstance(status, str) else None,
+        exception=exception if isinstance(exception, str) else "",
+        started=started,
+        until=until,
+        remaining=until - now,
+    )
+
+
+async def active_cooldowns(client: redis_asyncio.Redis, key_prefix: str = "") -> list[ActiveCooldown]:
+    """Every cooldown a router reading this Redis would honour now, longest remaining first.
+
+    "Now" is the Redis server's clock, the same one the materializer judges by.
+    """
+    head, tail = f"{key_prefix}deployment:", ":cooldown"
+    pattern = _GLOB_SPECIAL.sub(r"\\\1", head) + "*" + tail
+    keys = [_text(k) async for k in client.scan_iter(match=pattern, count=_CHUNK)]
+    ids = [k[len(head) : -len(tail)] for k in keys if k.startswith(head) and k.endswith(tail)]
+    out: list[ActiveCooldown] = []
+    for i in range(0, len(ids), _CHUNK):
+        chunk = ids[i : i + _CHUNK]
+        values = await client.mget([f"{head}{d}{tail}" for d in chunk])
+        details = await client.mget([detail_key(key_prefix, d) for d in chunk])
+        sec, usec = await client.time()
+        now = sec + usec / 1_000_000
+        for deployment_id, raw, detail in zip(chunk, values, details, strict=True):
+            value = None if raw is None else _litellm_value(raw)
+            if value is not None and (cd := _one(deployment_id, value, _detail(detail), now)) is not None:
+                out.append(cd)
+    out.sort(key=lambda c: (-c.remaining, c.deployment_id))
+    return out
+
+
+def _short(exception: str) -> str:
+    """The masked tail (`*`s) says nothing; keep the readable head."""
+    text = exception.rstrip("*") + ("…" if exception.endswith("*") else "")
+    return text if len(text) <= _EXCEPTION_WIDTH else text[: _EXCEPTION_WIDTH - 1] + "…"
+
+
+def _utc(ts: float) -> str:
+    return datetime.fromtimestamp(ts, UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
+
+
+def render(cooldowns: Sequence[ActiveCooldown], console: Console) -> None:
+    if not cooldowns:
+        console.print("no active cooldowns")
+        return
+    table = Table(title=f"{len(cooldowns)} active cooldown{'s' if len(cooldowns) != 1 else ''}")
+    columns: tuple[tuple[str, JustifyMethod], ...] = (
+        ("deployment", "left"),
+        ("group", "left"),
+        ("reason", "left"),
+        ("status", "right"),
+        ("exception", "left"),
+        ("remaining s", "right"),
+        ("until (UTC)", "left"),
+    )
+    for name, justify in columns:
+        table.add_column(name, justify=justify)
+    for c in cooldowns:
+        table.add_row(
+            c.deployment_id,
+            c.model_group or "-",
+            c.reason or "-",
+            c.status_code or "-",
+            _short(c.exception),
+            f"{c.remaining:.1f}",
+            _utc(c.until),
+        )
+    console.print(table)

@@ -1,0 +1,255 @@
+"""Cooldown records and probe verdicts -> the Redis keys unmodified LiteLLM routers read (contract §4).
+
+LiteLLM 1.110.2 reads `[<namespace>:]deployment:<id>:cooldown` with one MGET per routing decision (at most once a
+second per key, then from its memory tier), decodes it as JSON (falling back to a Python literal), requires
+`status_code` to be a *string* and both numbers to be numbers, and treats the deployment as cooling while
+`timestamp + cooldown_time - now > 0`. One value it cannot decode makes it drop the whole batch read and serve
+only its memory tier, so every value written here must have exactly that shape.
+
+`key_prefix` is prepended verbatim: a LiteLLM `RedisCache(namespace="ns")` reads `ns:deployment:...`, so pass
+`key_prefix="ns:"` to serve it.
+
+Every write is one Lua script, so the "never shorten, never resurrect" rule holds against concurrent
+materializers and against LiteLLM routers writing the same keys, and it judges "now" by the Redis server clock
+rather than by this host's.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+from collections.abc import Awaitable, Callable
+from typing import Final
+
+import orjson
+import redis.asyncio as redis_asyncio
+from redis.exceptions import BusyLoadingError, ConnectionError, TimeoutError
+
+from coolant.processors.state import HealthState
+from coolant.schemas import Cooldown, encode
+
+HEALTH_KEY: Final = "litellm:health_check:deployment_health_state"
+"""LiteLLM's `DeploymentHealthCache.CACHE_KEY`: one JSON object {deployment_id: {is_healthy, timestamp, reason}}."""
+HEALTH_TTL_SECONDS: Final = 900
+"""What LiteLLM's own writer uses (`int(staleness_threshold * 1.5)`, staleness 600 s by default)."""
+NULL_STATUS: Final = "500"
+"""A cooldown whose error carried no status: LiteLLM itself writes "500" then (`cast_exception_status_to_int`)."""
+TRANSIENT_ERRORS: Final = (ConnectionError, TimeoutError, BusyLoadingError)
+"""Redis being away or restarting: retried forever, since the Kafka record must not be acknowledged unwritten."""
+
+_INITIAL_BACKOFF: Final = 0.1
+
+# KEYS: cooldown key, detail key. ARGV: LiteLLM value, detail value, until in ms (ceiling), until in s (repr).
+# The existing entry may be JSON (ours, or LiteLLM's async writer) or a Python literal (LiteLLM's sync writer
+# stores str(dict), whose last two items are always timestamp and cooldown_time); anything else is replaced.
+_COOLDOWN_LUA: Final = r"""
+local t = redis.call('TIME')
+local now = tonumber(t[1]) + tonumber(t[2]) / 1000000
+local until_s = tonumber(ARGV[4])
+if until_s <= now then return 0 end
+local raw = redis.pcall('GET', KEYS[1])
+if type(raw) == 'string' then
+  local ts, ct
+  local ok, v = pcall(cjson.decode, raw)
+  if ok and type(v) == 'table' then
+    ts, ct = v['timestamp'], v['cooldown_time']
+  else
+    local a, b = string.match(raw, "'timestamp': ([^,]+), 'cooldown_time': ([^}]+)}%s*$")
+    ts, ct = tonumber(a), tonumber(b)
+  end
+  if type(ts) == 'number' and type(ct) == 'number' and ts + ct >= until_s then return 0 end
+end
+redis.call('SET', KEYS[1], ARGV[1], 'PXAT', ARGV[3])
+redis.call('SET', KEYS[2], ARGV[2], 'PXAT', ARGV[3])
+return 1
+"""
+
+# KEYS: health map key. ARGV: deployment id, "1"/"0" healthy, timestamp (repr), reason, TTL seconds.
+# Re-encodes the map itself because Redis's cjson writes only 14 significant digits, which would round every
+# other deployment's timestamp; numbers here keep the shortest of 15-17 digits that reads back exactly.
+_HEALTH_LUA: Final = r"""
+local function num(n)
+  if n ~= n or n == math.huge or n == -math.huge then return 'null' end
+  local s
+  for p = 15, 17 do
+    s = string.format('%.' .. p .. 'g', n)
+    if tonumber(s) == n then break end
+  end
+  if not string.find(s, '[%.eE]') then s = s .. '.0' end
+  return s
+end
+local esc = {['"'] = '\\"', ['\\'] = '\\\\'}
+local function str(s)
+  return '"' .. (string.gsub(s, '[%c"\\]', function(c)
+    return esc[c] or string.format('\\u%04x', string.byte(c))
+  end)) .. '"'
+end
+local function enc(v)
+  local t = type(v)
+  if t == 'number' then return num(v) end
+  if t == 'string' then return str(v) end
+  if t == 'boolean' then return tostring(v) end
+  if t == 'table' then return cjson.encode(v) end
+  return 'null'
+end
+local map = {}
+local raw = redis.pcall('GET', KEYS[1])
+if type(raw) == 'string' then
+  local ok, v = pcall(cjson.decode, raw)
+  if ok and type(v) == 'table' then
+    for id, st in pairs(v) do
+      if type(id) == 'string' and type(st) == 'table' then map[id] = st end
+    end
+  else
+    local pat = "'([^'\\]*)': {'is_healthy': (%a+), 'timestamp': ([^,}]+), 'reason': '([^'\\]*)'}"
+    for id, h, ts, reason in string.gmatch(raw, pat) do
+      map[id] = {is_healthy = (h == 'True'), timestamp = tonumber(ts), reason = reason}
+    end
+  end
+end
+local ts = tonumber(ARGV[3])
+local cur = map[ARGV[1]]
+if cur ~= nil and type(cur['timestamp']) == 'number' and cur['timestamp'] > ts then return 0 end
+map[ARGV[1]] = {is_healthy = (ARGV[2] == '1'), timestamp = ts, reason = ARGV[4]}
+local ids = {}
+for id in pairs(map) do ids[#ids + 1] = id end
+table.sort(ids)
+local known = {is_healthy = true, timestamp = true, reason = true}
+local parts = {}
+for _, id in ipairs(ids) do
+  local st = map[id]
+  local fields = {}
+  for _, k in ipairs({'is_healthy', 'timestamp', 'reason'}) do
+    if st[k] ~= nil then fields[#fields + 1] = str(k) .. ':' .. enc(st[k]) end
+  end
+  local extra = {}
+  for k in pairs(st) do
+    if type(k) == 'string' and not known[k] then extra[#extra + 1] = k end
+  end
+  table.sort(extra)
+  for _, k in ipairs(extra) do fields[#fields + 1] = str(k) .. ':' .. enc(st[k]) end
+  parts[#parts + 1] = str(id) .. ':{' .. table.concat(fields, ',') .. '}'
+end
+redis.call('SET', KEYS[1], '{' .. table.concat(parts, ',') .. '}', 'EX', ARGV[5])
+return 1
+"""
+
+
+def cooldown_key(prefix: str, deployment_id: str) -> str:
+    """The key LiteLLM's cooldown store reads (`deployment:{id}:cooldown`, under its namespace)."""
+    return f"{prefix}deployment:{deployment_id}:cooldown"
+
+
+def detail_key(prefix: str, deployment_id: str) -> str:
+    """Coolant's own record of the cooldown in force: LiteLLM's value has no group, reason or trigger."""
+    return f"{prefix}coolant:cooldown:{deployment_id}"
+
+
+def health_key(prefix: str) -> str:
+    return f"{prefix}{HEALTH_KEY}"
+
+
+def _whole_as_int(x: int | float) -> int | float:
+    """5, not 5.0: what LiteLLM writes, and what its "Try again in N seconds" text reads."""
+    return int(x) if isinstance(x, float) and x.is_integer() else x
+
+
+def litellm_value(cd: Cooldown) -> bytes:
+    """LiteLLM's `CooldownCacheValue`, compact JSON. `status_code` must be a string: an int fails LiteLLM's
+    decode, and one such value hides every cooldown read in the same batch."""
+    return orjson.dumps(
+        {
+            "exception_received": cd.exception_received,
+            "status_code": NULL_STATUS if cd.status_code is None else str(cd.status_code),
+            "timestamp": float(cd.ts),
+            "cooldown_time": _whole_as_int(cd.cooldown_time),
+        }
+    )
+
+
+def should_write(existing_end: float | None, until: float, now: float) -> bool:
+    """The materialization rule (contract §4), the one `_COOLDOWN_LUA` applies inside Redis.
+
+    A cooldown already over is never written (it would only resurrect a key routers had let go), and an entry
+    that ends at or after `until` is never replaced (routers must never see a cooldown shortened).
+    """
+    if until <= now:
+        return False
+    return existing_end is None or existing_end < until
+
+
+class RedisSink:
+    """Writes cooldowns and health verdicts where LiteLLM routers look for them."""
+
+    def __init__(self, client: redis_asyncio.Redis, key_prefix: str = "") -> None:
+        self.client = client
+        self.key_prefix = key_prefix
+        self._cooldown = client.register_script(_COOLDOWN_LUA)
+        self._health = client.register_script(_HEALTH_LUA)
+
+    async def write(self, cd: Cooldown) -> bool:
+        """True if written; False if the rule skipped it (already over, or a later-ending entry is in force)."""
+        keys = [cooldown_key(self.key_prefix, cd.deployment_id), detail_key(self.key_prefix, cd.deployment_id)]
+        # the ceiling, so the key never expires before `until` (PXAT in the past would delete it at once)
+        args: list[bytes | str] = [
+            litellm_value(cd),
+            encode(cd),
+            str(math.ceil(cd.until * 1000)),
+            repr(float(cd.until)),
+        ]
+        return bool(await self._cooldown(keys=keys, args=args))
+
+    async def write_health(self, deployment_id: str, state: HealthState) -> bool:
+        """Merges one verdict into LiteLLM's health map: per id the greatest timestamp wins, a tie goes to the
+        later write (H1). Entries from other writers, LiteLLM's own Python-literal form included, are kept."""
+        args = [
+            deployment_id,
+            "1" if state.is_healthy else "0",
+            repr(float(state.timestamp)),
+            state.reason,
+            str(HEALTH_TTL_SECONDS),
+        ]
+        return bool(await self._health(keys=[health_key(self.key_prefix)], args=args))
+
+    async def write_with_retry(
+        self,
+        cd: Cooldown,
+        *,
+        on_error: Callable[[Exception, float], None] | None = None,
+        max_backoff: float = 5.0,
+    ) -> bool:
+        """`write`, retried until Redis answers; the caller acknowledges the record only after this returns.
+
+        A retry after a lost reply finds its own entry in place and reports False (skipped): the script is
+        idempotent, so retrying is always safe.
+        """
+        return await _retrying(lambda: self.write(cd), on_error, max_backoff)
+
+    async def write_health_with_retry(
+        self,
+        deployment_id: str,
+        state: HealthState,
+        *,
+        on_error: Callable[[Exception, float], None] | None = None,
+        max_backoff: float = 5.0,
+    ) -> bool:
+        """`write_health`, retried until Redis answers."""
+        return await _retrying(lambda: self.write_health(deployment_id, state), on_error, max_backoff)
+
+
+async def _retrying(
+    op: Callable[[], Awaitable[bool]],
+    on_error: Callable[[Exception, float], None] | None,
+    max_backoff: float,
+) -> bool:
+    """Exponential backoff from 0.1 s, doubling, capped at `max_backoff`, without end: losing a write would let
+    routers keep sending traffic to a failing deployment, so only the caller's cancellation stops it."""
+    delay = min(_INITIAL_BACKOFF, max_backoff)
+    while True:
+        try:
+            return await op()
+        except TRANSIENT_ERRORS as exc:
+            if on_error is not None:
+                on_error(exc, delay)
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, max_backoff)

@@ -1,0 +1,623 @@
+"""Helpers for the live integration tests: traffic, `coolant replay`, worker subprocesses, Kafka and Redis I/O.
+
+Everything a test waits for is polled with a deadline (`wait_for`); no fixed sleep is ever an assertion.
+Each test gets its own topic prefix, app id (consumer group, changelog topics), Redis key prefix, web port
+and data dir, so tests never see each other's records even on the shared broker and Redis.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import os
+import random
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+import uuid
+from collections import defaultdict
+from collections.abc import Awaitable, Callable, Iterable
+from pathlib import Path
+from typing import Any, TypeVar
+
+import orjson
+import yaml
+from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
+from aiokafka.admin import AIOKafkaAdminClient
+from prometheus_client.parser import text_string_to_metric_families
+
+ROOT = Path(__file__).resolve().parents[2]
+T0 = 1_800_000_000.0
+"""Jan 2027: in the future, so the Redis writer (which skips cooldowns already over) writes every one."""
+
+T = TypeVar("T")
+
+# Faust reads these from the environment and lets them override what `coolant worker` passes; a stray one in
+# the test runner's environment (WEB_PORT, BROKER_URL, ...) would silently re-point the worker.
+_FAUST_ENV = (
+    "APP_DATADIR", "APP_TABLEDIR", "BROKER_URL", "BROKER_CONSUMER_URL", "BROKER_PRODUCER_URL", "WEB_PORT", "WEB_BIND",
+    "WEB_HOST", "TOPIC_PARTITIONS", "TOPIC_REPLICATION_FACTOR", "APP_STORE", "CONSUMER_AUTO_OFFSET_RESET",
+    "PROCESSING_GUARANTEE", "APP_ENV_PREFIX",
+)
+
+
+def uid() -> str:
+    return uuid.uuid4().hex[:8]
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Ports
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _port_free(port: int) -> bool:
+    with socket.socket() as s:
+        try:
+            s.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+        return True
+
+
+def free_port_pair() -> int:
+    """A port p with p + 1 free as well (scripts/kafka-local puts its controller on p + 1)."""
+    for _ in range(200):
+        p = free_port()
+        if p < 65535 and _port_free(p + 1):
+            return p
+    raise RuntimeError("no two consecutive free ports")
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Traffic: ~20 deployments in 5 groups, mostly successes, with 429 / 500 / 401 / 503 bursts and some noise.
+
+GROUP_SIZE = 4
+DEPLOYMENTS = tuple(f"dep-{i:02d}" for i in range(20))
+
+
+def group_of(deployment_id: str) -> str:
+    return f"grp-{int(deployment_id.split('-')[1]) // GROUP_SIZE}"
+
+
+def write_config(path: Path) -> Path:
+    """A LiteLLM proxy config for DEPLOYMENTS (model_info.id set); a few deployments have their own duration."""
+    model_list = []
+    for i, dep in enumerate(DEPLOYMENTS):
+        info: dict[str, Any] = {"id": dep}
+        if i % 7 == 3:
+            info["cooldown_time"] = 45
+        model_list.append(
+            {
+                "model_name": group_of(dep),
+                "litellm_params": {"model": f"openai/model-{i}", "api_key": "os.environ/OPENAI_API_KEY"},
+                "model_info": info,
+            }
+        )
+    path.write_text(yaml.safe_dump({"model_list": model_list, "router_settings": {"cooldown_time": 30}}))
+    return path
+
+
+# (status, exception type, message, retry-after, share of the incident deployment's records that fail)
+INCIDENTS = (
+    (429, "RateLimitError", "litellm.RateLimitError: you exceeded your current quota, please check your plan", "20",
+     0.9),
+    (500, "InternalServerError", "litellm.InternalServerError: upstream returned 500 Internal Server Error", None, 0.9),
+    (401, "AuthenticationError", "litellm.AuthenticationError: Incorrect API key provided: sk-...abcd", None, 1.0),
+    (503, "ServiceUnavailableError", "litellm.ServiceUnavailableError: overloaded", None, 0.8),
+    (None, "APIConnectionError", "litellm.APIConnectionError: connection reset by peer", None, 0.8),  # never cools
+    (400, "BadRequestError", "litellm.BadRequestError: invalid request", None, 0.6),  # status exempt
+)
+
+
+def outcome(event_id: str, ts: float, dep: str, ok: bool = True, **fields: Any) -> bytes:
+    rec: dict[str, Any] = {
+        "schema": "coolant.outcome/1",
+        "event_id": event_id,
+        "ts": ts,
+        "deployment_id": dep,
+        "model_group": group_of(dep) if dep in DEPLOYMENTS else "unknown",
+        "ok": ok,
+    }
+    rec.update(fields)
+    return orjson.dumps(rec)
+
+
+def fleet_traffic(n: int = 3000, seed: int = 1, t0: float = T0, tag: str = "") -> list[bytes]:
+    """`n` outcome records (JSON lines, in publish order) over n/10 s of event time; deterministic per seed.
+
+    Besides the incidents it holds what at-least-once publishers and slow pods produce: a re-published copy
+    of every 101st record and, every 500th record, one reported more than `late_after` behind.
+    """
+    rng = random.Random(seed)
+    span = n / 10.0
+    incidents = []
+    for k in range(20):
+        start = rng.uniform(0, span - 15)
+        incidents.append((rng.choice(DEPLOYMENTS), start, start + rng.uniform(4, 10), INCIDENTS[k % len(INCIDENTS)]))
+    lines: list[bytes] = []
+    for i in range(n):
+        off = i / 10.0 + rng.random() * 0.3  # small out-of-order jitter
+        active = [inc for inc in incidents if inc[1] <= off < inc[2]]
+        dep = active[0][0] if active and rng.random() < 0.35 else rng.choice(DEPLOYMENTS)
+        kind = next((inc[3] for inc in active if inc[0] == dep), None)
+        eid = f"ev{tag}-{seed}-{i}"
+        ts = round(t0 + off, 3)
+        common = {"gateway": f"pod-{i % 5}", "latency_ms": round(rng.uniform(50, 1500), 1), "attempt": i % 3}
+        if kind is not None and rng.random() < kind[4]:
+            status, exc, msg, retry_after, _ = kind
+            line = outcome(eid, ts, dep, False, status_code=status, exception_type=exc, exception_message=msg,
+                           retry_after=retry_after, **common)
+        else:
+            line = outcome(eid, ts, dep, True, **common)
+        lines.append(line)
+        if i % 101 == 50:
+            lines.append(line)  # the same event_id again: dropped as a duplicate
+        if i % 500 == 499:
+            lines.append(outcome(f"{eid}-late", round(ts - 400, 3), dep, False, status_code=429,
+                                 exception_type="RateLimitError", **common))
+    return lines
+
+
+def write_jsonl(path: Path, lines: Iterable[bytes]) -> Path:
+    path.write_bytes(b"".join(line + b"\n" for line in lines))
+    return path
+
+
+def key_of(line: bytes) -> bytes:
+    """The Kafka key a publisher uses: the deployment id (or nothing, for bytes that are not a record)."""
+    try:
+        d = orjson.loads(line)
+    except orjson.JSONDecodeError:
+        return b""
+    dep = d.get("deployment_id") if isinstance(d, dict) else None
+    return dep.encode() if isinstance(dep, str) else b""
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Replay
+
+
+def run_replay(events: Path, config: Path, out: Path) -> list[dict[str, Any]]:
+    """`coolant replay EVENTS --config CONFIG --out OUT` as a subprocess; the cooldown records it wrote."""
+    proc = subprocess.run(
+        [sys.executable, "-m", "coolant.cli", "replay", str(events), "--config", str(config), "--out", str(out)],
+        capture_output=True, text=True, timeout=120, cwd=ROOT, check=False,
+    )
+    assert proc.returncode == 0, f"coolant replay failed (rc={proc.returncode}):\n{proc.stderr[-3000:]}"
+    return [json.loads(line) for line in out.read_bytes().splitlines() if line.strip()]
+
+
+def by_id(cooldowns: Iterable[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    return {cd["event_id"]: cd for cd in cooldowns}
+
+
+def duplicates(cooldowns: Iterable[dict[str, Any]]) -> dict[str, int]:
+    """event_id -> number of extra copies, for ids seen more than once."""
+    seen: dict[str, int] = defaultdict(int)
+    for cd in cooldowns:
+        seen[cd["event_id"]] += 1
+    return {k: v - 1 for k, v in seen.items() if v > 1}
+
+
+def latest_per_deployment(cooldowns: Iterable[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """Per deployment, the first cooldown (in order) with the greatest `until`: what Redis must hold, since the
+    writer never replaces an entry that ends at or after the new one."""
+    best: dict[str, dict[str, Any]] = {}
+    for cd in cooldowns:
+        cur = best.get(cd["deployment_id"])
+        if cur is None or cd["until"] > cur["until"]:
+            best[cd["deployment_id"]] = cd
+    return best
+
+
+def litellm_value(cd: dict[str, Any]) -> bytes:
+    """LiteLLM's cooldown cache value for a cooldown record, as compact JSON (contract §4)."""
+    ct = cd["cooldown_time"]
+    value = {
+        "exception_received": cd["exception_received"],
+        "status_code": "500" if cd["status_code"] is None else str(cd["status_code"]),
+        "timestamp": float(cd["ts"]),
+        "cooldown_time": int(ct) if float(ct).is_integer() else ct,
+    }
+    return json.dumps(value, separators=(",", ":"), ensure_ascii=False).encode()
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Waiting
+
+
+async def wait_for(
+    check: Callable[[], Awaitable[T]], what: str, timeout: float = 60.0, interval: float = 0.5,
+    on_timeout: Callable[[], str] | None = None,
+) -> T:
+    """Poll `check` until it returns something truthy; fail with `what` (and `on_timeout()`) after `timeout` s."""
+    deadline = time.monotonic() + timeout
+    last: Any = None
+    while True:
+        last = await check()
+        if last:
+            return last
+        if time.monotonic() > deadline:
+            extra = on_timeout() if on_timeout is not None else ""
+            raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what} (last: {last!r})\n{extra}")
+        await asyncio.sleep(interval)
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Kafka
+
+
+async def produce(bootstrap: str, topic: str, records: Iterable[tuple[bytes | None, bytes]]) -> list[Any]:
+    """Send in order (one partition per key keeps each deployment's order) and wait until all are acked."""
+    producer = AIOKafkaProducer(bootstrap_servers=bootstrap, acks="all", linger_ms=5, max_batch_size=1 << 20,
+                                enable_idempotence=True)
+    await producer.start()
+    try:
+        futs = [await producer.send(topic, key=k, value=v) for k, v in records]
+        return list(await asyncio.gather(*futs))
+    finally:
+        await producer.stop()
+
+
+async def produce_lines(bootstrap: str, topic: str, lines: Iterable[bytes]) -> list[Any]:
+    return await produce(bootstrap, topic, ((key_of(line), line) for line in lines))
+
+
+async def _partitions(client: AIOKafkaConsumer, topic: str) -> list[TopicPartition]:
+    await client.topics()  # refreshes the metadata of every topic
+    parts = client.partitions_for_topic(topic)
+    return [TopicPartition(topic, p) for p in sorted(parts or ())]
+
+
+async def read_topic(bootstrap: str, topic: str, timeout: float = 30.0) -> list[Any]:
+    """Every message of `topic` from the beginning up to its current end offsets (a fresh, group-less reader)."""
+    consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, group_id=None, enable_auto_commit=False,
+                                auto_offset_reset="earliest")
+    await consumer.start()
+    try:
+        tps = await _partitions(consumer, topic)
+        if not tps:
+            return []
+        consumer.assign(tps)
+        ends = await consumer.end_offsets(tps)
+        await consumer.seek_to_beginning(*tps)
+        out: list[Any] = []
+        deadline = time.monotonic() + timeout
+        while True:
+            pending = [tp for tp in tps if await consumer.position(tp) < ends[tp]]
+            if not pending:
+                break
+            if time.monotonic() > deadline:
+                raise AssertionError(f"could not read {topic} to its end offsets {ends} within {timeout} s")
+            batches = await consumer.getmany(*pending, timeout_ms=500)
+            for msgs in batches.values():
+                out.extend(m for m in msgs if m.offset < ends[TopicPartition(m.topic, m.partition)])
+        out.sort(key=lambda m: (m.partition, m.offset))
+        return out
+    finally:
+        await consumer.stop()
+
+
+async def read_json(bootstrap: str, topic: str) -> list[dict[str, Any]]:
+    return [orjson.loads(m.value) for m in await read_topic(bootstrap, topic)]
+
+
+async def group_lag(bootstrap: str, group: str, topic: str) -> int | None:
+    """Records of `topic` not yet committed by consumer group `group` (None when the topic is unknown)."""
+    consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, group_id=None, enable_auto_commit=False)
+    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap)
+    await consumer.start()
+    await admin.start()
+    try:
+        tps = await _partitions(consumer, topic)
+        if not tps:
+            return None
+        ends = await consumer.end_offsets(tps)
+        committed = await admin.list_consumer_group_offsets(group, partitions=tps)
+        lag = 0
+        for tp in tps:
+            meta = committed.get(tp)
+            done = meta.offset if meta is not None and meta.offset >= 0 else 0
+            lag += max(0, ends[tp] - done)
+        return lag
+    finally:
+        await admin.close()
+        await consumer.stop()
+
+
+async def wait_caught_up(bootstrap: str, group: str, topic: str, timeout: float = 90.0,
+                         on_timeout: Callable[[], str] | None = None) -> None:
+    """Until `group` has committed every record of `topic`. Faust commits a record's offset only once its agent
+    is done with it (cooldown sent and acknowledged), so afterwards the outputs of all input are durable."""
+
+    async def caught_up() -> bool:
+        try:
+            return await group_lag(bootstrap, group, topic) == 0
+        except Exception:  # the broker restarting, a coordinator moving: just poll again
+            return False
+
+    await wait_for(caught_up, f"consumer group {group} to commit all of {topic}", timeout, 1.0, on_timeout)
+
+
+async def delete_topics(bootstrap: str, prefixes: Iterable[str]) -> None:
+    """Best effort: drop the topics a test created (its prefix, its app id's changelogs)."""
+    prefixes = tuple(prefixes)
+    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap, request_timeout_ms=10000)
+    try:
+        await admin.start()
+        names = [t for t in await admin.list_topics() if t.startswith(prefixes)]
+        if names:
+            await admin.delete_topics(names)
+    except Exception:
+        pass
+    finally:
+        with contextlib.suppress(Exception):
+            await admin.close()
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Metrics
+
+
+def parse_metrics(text: str) -> list[tuple[str, dict[str, str], float]]:
+    return [(s.name, dict(s.labels), s.value) for fam in text_string_to_metric_families(text) for s in fam.samples]
+
+
+def metric_sum(samples: list[tuple[str, dict[str, str], float]], name: str, **labels: str) -> float:
+    """Sum of the samples called `name` whose labels include `labels`."""
+    return sum(v for n, lab, v in samples if n == name and all(lab.get(k) == x for k, x in labels.items()))
+
+
+def _http_get(url: str, timeout: float = 5.0) -> tuple[int, str]:
+    try:
+        with urllib.request.urlopen(url, timeout=timeout) as resp:  # noqa: S310 - a local test URL
+            return resp.status, resp.read().decode()
+    except urllib.error.HTTPError as exc:
+        return exc.code, ""
+    except OSError:
+        return 0, ""
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# The worker subprocess
+
+
+class Worker:
+    """`coolant worker` as a subprocess with its own web port, data dir and log file."""
+
+    def __init__(
+        self,
+        *,
+        name: str,
+        config: Path,
+        bootstrap: str,
+        topic_prefix: str,
+        app_id: str,
+        workdir: Path,
+        redis_url: str | None = None,
+        redis_key_prefix: str = "",
+        partitions: int = 2,
+        env: dict[str, str] | None = None,
+    ) -> None:
+        self.name = name
+        self.bootstrap = bootstrap
+        self.topic_prefix = topic_prefix
+        self.app_id = app_id
+        self.web_port = free_port()
+        self.data_dir = workdir / f"data-{name}"
+        self.log_path = workdir / f"worker-{name}.log"
+        self.proc: subprocess.Popen[bytes] | None = None
+        self.cmd = [
+            sys.executable, "-m", "coolant.cli", "worker",
+            "--config", str(config),
+            "--bootstrap", bootstrap,
+            "--topic-prefix", topic_prefix,
+            "--app-id", app_id,
+            "--web-port", str(self.web_port),
+            "--data-dir", str(self.data_dir),
+            "--partitions", str(partitions),
+            "-l", "warning",
+        ]
+        if redis_url is None:
+            self.cmd.append("--no-materialize")
+        else:
+            self.cmd += ["--redis-url", redis_url, "--redis-key-prefix", redis_key_prefix]
+        self.env = {k: v for k, v in os.environ.items() if k not in _FAUST_ENV}
+        self.env.update(env or {})
+        self.env["PYTHONUNBUFFERED"] = "1"
+
+    @property
+    def outcomes(self) -> str:
+        return self.topic_prefix + "outcomes"
+
+    def start(self) -> Worker:
+        self.data_dir.mkdir(parents=True, exist_ok=True)
+        with self.log_path.open("ab") as log:
+            log.write(f"$ {' '.join(self.cmd)}\n".encode())
+            log.flush()
+            self.proc = subprocess.Popen(self.cmd, cwd=ROOT, env=self.env, stdout=log, stderr=subprocess.STDOUT,
+                                         stdin=subprocess.DEVNULL, start_new_session=True)
+        return self
+
+    @property
+    def alive(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+    def log_tail(self, lines: int = 60) -> str:
+        try:
+            text = self.log_path.read_text(errors="replace").splitlines()
+        except OSError:
+            return f"(no log at {self.log_path})"
+        return f"--- {self.name} ({self.log_path}), last {lines} lines ---\n" + "\n".join(text[-lines:])
+
+    def _assert_alive(self) -> None:
+        if not self.alive:
+            rc = None if self.proc is None else self.proc.returncode
+            raise AssertionError(f"worker {self.name} exited (rc={rc})\n{self.log_tail()}")
+
+    async def get(self, path: str) -> tuple[int, str]:
+        return await asyncio.to_thread(_http_get, f"http://127.0.0.1:{self.web_port}{path}")
+
+    async def metrics(self) -> list[tuple[str, dict[str, str], float]]:
+        status, text = await self.get("/metrics")
+        return parse_metrics(text) if status == 200 else []
+
+    async def metric(self, name: str, **labels: str) -> float:
+        return metric_sum(await self.metrics(), name, **labels)
+
+    async def records_processed(self) -> float:
+        """`coolant_records_total` over all dispositions for this worker's outcomes topic."""
+        return await self.metric("coolant_records_total", topic=self.outcomes)
+
+    async def wait_healthy(self, timeout: float = 90.0) -> None:
+        async def healthy() -> bool:
+            self._assert_alive()
+            status, _ = await self.get("/healthz")
+            return status == 200
+
+        await wait_for(healthy, f"worker {self.name} /healthz", timeout, 0.3, self.log_tail)
+
+    async def wait_ready(self, timeout: float = 90.0, probe: bool = True) -> None:
+        """/healthz answers and, with `probe`, the outcomes consumer is assigned and processing: a success for
+        an unknown deployment (counted, never cooled) goes through and shows in `coolant_records_total`."""
+        await self.wait_healthy(timeout)
+        if not probe:
+            return
+        before = await self.records_processed()
+        line = outcome(f"probe-{uid()}", T0, f"probe-{self.name}", True)
+        await produce(self.bootstrap, self.outcomes, [(b"probe", line)])
+
+        async def processed() -> bool:
+            self._assert_alive()
+            return await self.records_processed() > before
+
+        await wait_for(processed, f"worker {self.name} to process a probe record", timeout, 0.3, self.log_tail)
+
+    def stop(self, timeout: float = 30.0) -> int | None:
+        """SIGTERM (a clean Faust shutdown), SIGKILL if it lingers. Returns the exit status."""
+        if self.proc is None:
+            return None
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(timeout)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(10)
+        return self.proc.returncode
+
+    def kill(self) -> None:
+        """SIGKILL: a crash, no shutdown at all."""
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait(10)
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Services of their own (so the shared ones are never stopped)
+
+
+class RedisServer:
+    """A throwaway redis-server on a free port, no persistence: stopping it loses everything, like a crash."""
+
+    def __init__(self, workdir: Path) -> None:
+        self.port = free_port()
+        self.dir = workdir / f"redis-{self.port}"
+        self.dir.mkdir(parents=True, exist_ok=True)
+        self.pidfile = self.dir / "redis.pid"
+        self.url = f"redis://127.0.0.1:{self.port}/0"
+
+    def start(self, timeout: float = 20.0) -> None:
+        subprocess.run(
+            ["redis-server", "--bind", "127.0.0.1", "--port", str(self.port), "--save", "", "--appendonly", "no",
+             "--dir", str(self.dir), "--daemonize", "yes", "--pidfile", str(self.pidfile),
+             "--logfile", str(self.dir / "redis.log")],
+            check=True, capture_output=True, timeout=timeout,
+        )
+        deadline = time.monotonic() + timeout
+        while not self.ping():
+            if time.monotonic() > deadline:
+                raise AssertionError(f"redis-server on {self.port} did not answer PING within {timeout} s")
+            time.sleep(0.1)
+
+    def ping(self) -> bool:
+        r = subprocess.run(["redis-cli", "-p", str(self.port), "ping"], capture_output=True, text=True, check=False)
+        return r.stdout.strip() == "PONG"
+
+    def stop(self, timeout: float = 20.0) -> None:
+        """SHUTDOWN NOSAVE, then wait until the port no longer answers (and the pid is gone)."""
+        pid = self._pid()
+        subprocess.run(["redis-cli", "-p", str(self.port), "shutdown", "nosave"], capture_output=True,
+                       check=False, timeout=timeout)
+        deadline = time.monotonic() + timeout
+        while self.ping() or (pid is not None and _pid_alive(pid)):
+            if time.monotonic() > deadline:
+                if pid is not None:
+                    with contextlib.suppress(ProcessLookupError):
+                        os.kill(pid, signal.SIGKILL)
+                break
+            time.sleep(0.1)
+
+    def _pid(self) -> int | None:
+        try:
+            return int(self.pidfile.read_text().strip())
+        except (OSError, ValueError):
+            return None
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+class KafkaBroker:
+    """A second single-node broker from scripts/kafka-local (own port and state dir; the jars are shared)."""
+
+    def __init__(self, workdir: Path) -> None:
+        self.port = free_port_pair()
+        self.state = workdir / "kafka-state"
+        self.state.mkdir(parents=True, exist_ok=True)
+        self.bootstrap = f"127.0.0.1:{self.port}"
+        self.env = {**os.environ, "KAFKA_PORT": str(self.port), "KAFKA_CONTROLLER_PORT": str(self.port + 1),
+                    "KAFKA_STATE_DIR": str(self.state), "PYTHON": sys.executable}
+        # reuse the jars of the shared broker (no Maven download): link every lib-<version> dir found
+        shared = Path(os.environ.get("KAFKA_STATE_DIR") or Path(os.environ.get("COOLANT_STATE_DIR") or ROOT / ".local")
+                      / "kafka")
+        for lib in shared.glob("lib-*"):
+            if (lib / ".complete").exists() and not (self.state / lib.name).exists():
+                (self.state / lib.name).symlink_to(lib.resolve(), target_is_directory=True)
+
+    def _run(self, cmd: str, timeout: float = 180.0) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([str(ROOT / "scripts" / "kafka-local"), cmd], env=self.env, capture_output=True,
+                              text=True, timeout=timeout, check=False)
+
+    def start(self) -> None:
+        r = self._run("start")
+        if r.returncode != 0:
+            raise AssertionError(f"kafka-local start on {self.port} failed (rc={r.returncode}):\n{r.stderr[-3000:]}")
+
+    def stop(self) -> None:
+        r = self._run("stop")
+        if r.returncode != 0:
+            raise AssertionError(f"kafka-local stop on {self.port} failed (rc={r.returncode}):\n{r.stderr[-3000:]}")
+
+    def log_tail(self, lines: int = 40) -> str:
+        log = self.state / f"node-{self.port}" / "logs" / "server.log"
+        with contextlib.suppress(OSError):
+            return f"--- broker {self.port} ---\n" + "\n".join(log.read_text(errors="replace").splitlines()[-lines:])
+        return ""
