@@ -125,10 +125,11 @@ def worker_command(
     materialize: Annotated[
         bool, typer.Option("--materialize/--no-materialize", help="Also write cooldowns to Redis.")
     ] = True,
-    shadow: Annotated[
-        bool,
-        typer.Option(help="Shadow mode: decide on live traffic, write only `<prefix>cooldowns.shadow`, never Redis."),
-    ] = False,
+    shadow_config: Annotated[
+        Path | None,
+        typer.Option(help="Also run this candidate policy on the same traffic; it writes only "
+                     "`<prefix>cooldowns.shadow`, never Redis, to compare before promoting it."),
+    ] = None,
     loglevel: Annotated[str, typer.Option("--loglevel", "-l", help="debug, info, warning or error.")] = "info",
 ) -> None:
     """Run the live processor: Kafka in, the cooldown topic and Redis out (contract §5).
@@ -156,13 +157,12 @@ def worker_command(
             key_prefix=redis_key_prefix if redis_key_prefix is not None else rt.redis.key_prefix,
         ),
     )
-    if shadow:
-        app_id = app_id if app_id != "coolant" else "coolant-shadow"
+    shadow = load(shadow_config) if shadow_config is not None else None
     opts = WorkerOptions(
         app_id=app_id, partitions=partitions, web_port=rt.web_port, web_bind=web_bind, datadir=str(data_dir),
-        materialize=materialize, shadow=shadow,
+        materialize=materialize,
     )
-    run(replace(cfg, runtime=rt), opts, loglevel)
+    run(replace(cfg, runtime=rt), opts, loglevel, shadow)
 
 
 @app.command("status")

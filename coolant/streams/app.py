@@ -18,7 +18,7 @@ import orjson
 from faust.sensors.prometheus import setup_prometheus_sensors
 
 from coolant.config import Config, KafkaSettings, resolve_secret
-from coolant.processors import HealthState, Step, step_health, step_outcome
+from coolant.processors import HealthState, Policy, Step, step_health, step_outcome
 from coolant.processors.ejection import passes
 from coolant.schemas import Cooldown, Health, InvalidRecord, Outcome, decode, encode
 from coolant.streams import metrics
@@ -40,8 +40,6 @@ class WorkerOptions:
     web_bind: str = "127.0.0.1"
     datadir: str = ".local/worker"
     materialize: bool = True
-    shadow: bool = False
-    """Shadow mode: decide on live traffic, write only to `<cooldowns>.shadow`, never Redis."""
 
 
 def kafka_client_args(k: KafkaSettings) -> dict[str, Any]:
@@ -78,14 +76,140 @@ def _faust_credentials(k: KafkaSettings) -> Any:
     return None
 
 
-class Pipeline:
-    """One worker's app and its parts, built from the config and the worker options."""
+class Decider:
+    """One policy deciding on the input topics: its registry, its state tables, where its cooldowns go.
 
-    def __init__(self, cfg: Config, opts: WorkerOptions, sink: Any | None = None) -> None:
+    The enforced decider feeds the cooldowns topic (and so Redis); a shadow decider (a candidate
+    policy) reads the same records into its own tables and writes only `<cooldowns>.shadow`.
+    """
+
+    def __init__(self, pipeline: Pipeline, policy: Policy, *, shadow: bool) -> None:
+        self.pipeline = pipeline
+        self.registry = LiveRegistry(policy)
+        self.shadow = shadow
+        app, names, partitions = pipeline.app, pipeline.names, pipeline.opts.partitions
+        label = "shadow-" if shadow else ""
+        raw: dict[str, Any] = {"key_serializer": "raw", "value_serializer": "raw"}
+        self.cooldowns = app.topic(names.cooldowns + (".shadow" if shadow else ""), partitions=partitions, **raw)
+        self.candidates = app.topic(names.candidates + (".shadow" if shadow else ""), partitions=partitions, **raw)
+        self.records_metric = metrics.SHADOW_RECORDS if shadow else metrics.RECORDS
+        self.cooldowns_metric = metrics.SHADOW_COOLDOWNS if shadow else metrics.COOLDOWNS
+
+        def table(name: str) -> Any:
+            return app.Table(label + name, partitions=partitions, key_type=bytes, value_type=bytes)  # raw bytes
+
+        self.request_store = PathStore(table("request-state"), table("request-seen"))
+        self.health_store = PathStore(table("health-state"), table("health-seen"))
+        self.ejection_table = table("ejections")
+        self._ejections: dict[str, dict[str, float]] = {}
+        for store in (self.request_store, self.health_store):
+            store.seen_table.on_recover(self._recovered(store))
+        app.agent(pipeline.outcomes, name=label + "outcomes")(self._outcome_agent)
+        app.agent(pipeline.health, name=label + "health")(self._health_agent)
+        app.agent(self.candidates, name=label + "ejection")(self._ejection_agent)
+        app.task(self._follow_registry)
+
+    def _recovered(self, store: PathStore) -> Any:
+        async def on_recover() -> None:
+            store.reset()
+            self._ejections.clear()
+
+        return on_recover
+
+    async def _follow_registry(self) -> None:
+        p = self.pipeline
+        await follow(self.registry, p.names.deployments, kafka_client_args(p.cfg.runtime.kafka))
+
+    async def _decoded(self, event: Any, expected: type[Outcome] | type[Health]) -> Outcome | Health | None:
+        """The record, or None after dead-lettering it (the enforced decider alone dead-letters)."""
+        try:
+            rec = decode(event.value)
+        except InvalidRecord as exc:
+            if not self.shadow:
+                await self.pipeline.dead_letter(event, str(exc))
+            return None
+        if type(rec) is not expected:
+            if not self.shadow:
+                problem = f"schema: expected {expected.schema} on {event.message.topic}, got {rec.schema}"
+                await self.pipeline.dead_letter(event, problem)
+            return None
+        return rec
+
+    async def _outcome_agent(self, stream: Any) -> None:
+        topic = self.pipeline.names.outcomes
+        store = self.request_store
+        async for event in stream.events():
+            rec = await self._decoded(event, Outcome)
+            if rec is None:
+                continue
+            assert isinstance(rec, Outcome)
+            ps = store.load(rec.deployment_id)
+            step = step_outcome(self.registry.policy, ps, rec)
+            await self._publish(step, topic)
+            store.save(rec.deployment_id, ps)
+
+    async def _health_agent(self, stream: Any) -> None:
+        topic = self.pipeline.names.health
+        store = self.health_store
+        async for event in stream.events():
+            rec = await self._decoded(event, Health)
+            if rec is None:
+                continue
+            assert isinstance(rec, Health)
+            dep = rec.deployment_id
+            ps = store.load(dep)
+            step = step_health(self.registry.policy, ps, rec)
+            if step.health is not None and not self.shadow:
+                value = orjson.dumps({"deployment_id": dep, **step.health.to_dict()})
+                await self.pipeline.health_state.send(key=dep.encode(), value=value)
+            await self._publish(step, topic)
+            store.save(dep, ps)
+
+    async def _publish(self, step: Step, topic: str) -> None:
+        """Count the record; send its cooldown (to the ejection stage when X3 is on) and wait until durable.
+
+        Waiting before the state is saved means a crash in between re-decides the record rather
+        than losing its cooldown (at-least-once; the cooldown's event id is the same either way).
+        """
+        self.records_metric.labels(topic, step.disposition).inc()
+        cd = step.cooldown
+        if cd is None:
+            return
+        if self.registry.policy.options.max_ejection_percent < 100:
+            fut = await self.candidates.send(key=cd.model_group.encode(), value=encode(cd))
+        else:
+            self.cooldowns_metric.labels(cd.model_group, cd.reason).inc()
+            fut = await self.cooldowns.send(key=cd.deployment_id.encode(), value=encode(cd))
+        await fut
+
+    async def _ejection_agent(self, stream: Any) -> None:
+        """X3 over candidates keyed by model group, so one group's candidates meet in one place."""
+        async for event in stream.events():
+            cd = decode(event.value)
+            assert isinstance(cd, Cooldown)
+            group = cd.model_group
+            active = self._ejections.get(group)
+            if active is None:
+                raw = self.ejection_table.get(group.encode())
+                active = self._ejections[group] = {} if raw is None else orjson.loads(raw)
+            if passes(self.registry.policy, active, cd.deployment_id, cd.ts, cd.until):
+                self.cooldowns_metric.labels(group, cd.reason).inc()
+                fut = await self.cooldowns.send(key=cd.deployment_id.encode(), value=event.value)
+                await fut
+                self.ejection_table[group.encode()] = orjson.dumps(active)
+            else:
+                metrics.SUPPRESSED.labels(group, cd.reason).inc()
+
+
+class Pipeline:
+    """One worker's app: the input topics, the enforced decider, an optional shadow decider, the materializer."""
+
+    def __init__(
+        self, cfg: Config, opts: WorkerOptions, sink: Any | None = None, shadow_policy: Policy | None = None
+    ) -> None:
         self.cfg = cfg
         self.opts = opts
-        self.names = Topics(cfg.runtime.topic_prefix)
-        self.registry = LiveRegistry(cfg.policy)
+        self.names = n = Topics(cfg.runtime.topic_prefix)
         self.sink = sink
         k = cfg.runtime.kafka
         servers = ";".join(s.strip() for s in k.bootstrap_servers.split(","))
@@ -110,33 +234,16 @@ class Pipeline:
             broker_commit_interval=1.0,
         )
         raw: dict[str, Any] = {"key_serializer": "raw", "value_serializer": "raw"}
-        n = self.names
         self.outcomes = app.topic(n.outcomes, partitions=opts.partitions, **raw)
         self.health = app.topic(n.health, partitions=opts.partitions, **raw)
-        cooldowns = n.cooldowns + (".shadow" if opts.shadow else "")
-        self.cooldowns = app.topic(cooldowns, partitions=opts.partitions, **raw)
         self.deadletter = app.topic(n.deadletter, partitions=1, **raw)
-        self.candidates = app.topic(n.candidates, partitions=opts.partitions, **raw)
         self.health_state = app.topic(n.health_state, partitions=opts.partitions, **raw)
-
-        def table(name: str) -> Any:
-            return app.Table(name, partitions=opts.partitions, key_type=bytes, value_type=bytes)  # raw bytes
-
-        self.request_store = PathStore(table("request-state"), table("request-seen"))
-        self.health_store = PathStore(table("health-state"), table("health-seen"))
-        self.ejection_table = table("ejections")
-        self._ejections: dict[str, dict[str, float]] = {}
-        for store in (self.request_store, self.health_store):
-            store.seen_table.on_recover(self._recovered(store))
-
-        app.agent(self.outcomes, name="outcomes")(self._outcome_agent)
-        app.agent(self.health, name="health")(self._health_agent)
-        app.agent(self.candidates, name="ejection")(self._ejection_agent)
-        if opts.materialize and not opts.shadow and sink is not None:
-            app.agent(self.cooldowns, name="materialize-cooldowns")(self._materialize_cooldowns)
+        self.enforced = Decider(self, cfg.policy, shadow=False)
+        self.shadow = None if shadow_policy is None else Decider(self, shadow_policy, shadow=True)
+        if sink is not None:
+            app.agent(self.enforced.cooldowns, name="materialize-cooldowns")(self._materialize_cooldowns)
             app.agent(self.health_state, name="materialize-health")(self._materialize_health)
-        app.task(self._follow_registry)
-        registry = self.registry
+        registry = self.enforced.registry
 
         @app.page("/healthz")
         async def healthz(web: Any, request: Any) -> Any:
@@ -144,93 +251,12 @@ class Pipeline:
 
         setup_prometheus_sensors(app, registry=metrics.REGISTRY, name_prefix="coolant_faust")
 
-    def _recovered(self, store: PathStore) -> Any:
-        async def on_recover() -> None:
-            store.reset()
-            self._ejections.clear()
-            log.info("state recovered: %d deployments with seen ids", len(store._views))
-
-        return on_recover
-
-    async def _follow_registry(self) -> None:
-        await follow(self.registry, self.names.deployments, kafka_client_args(self.cfg.runtime.kafka))
-
-    # -- agents --------------------------------------------------------------------------------
-
-    async def _dead_letter(self, event: Any, error: str) -> None:
+    async def dead_letter(self, event: Any, error: str) -> None:
         msg = event.message
         log.warning("dead letter %s[%s]@%s: %s", msg.topic, msg.partition, msg.offset, error)
         metrics.DEADLETTERS.labels(msg.topic).inc()
         value = deadletter_value(error, msg.topic, msg.partition, msg.offset, event.value)
         await self.deadletter.send(key=event.key, value=value)
-
-    async def _outcome_agent(self, stream: Any) -> None:
-        topic = self.names.outcomes
-        async for event in stream.events():
-            try:
-                rec = decode(event.value)
-            except InvalidRecord as exc:
-                await self._dead_letter(event, str(exc))
-                continue
-            if type(rec) is not Outcome:
-                await self._dead_letter(event, f"schema: expected coolant.outcome/1 on {topic}, got {rec.schema}")
-                continue
-            dep = rec.deployment_id
-            ps = self.request_store.load(dep)
-            step = step_outcome(self.registry.policy, ps, rec)
-            await self._publish(step, topic)
-            self.request_store.save(dep, ps)
-
-    async def _health_agent(self, stream: Any) -> None:
-        topic = self.names.health
-        async for event in stream.events():
-            try:
-                rec = decode(event.value)
-            except InvalidRecord as exc:
-                await self._dead_letter(event, str(exc))
-                continue
-            if type(rec) is not Health:
-                await self._dead_letter(event, f"schema: expected coolant.health/1 on {topic}, got {rec.schema}")
-                continue
-            dep = rec.deployment_id
-            ps = self.health_store.load(dep)
-            step = step_health(self.registry.policy, ps, rec)
-            if step.health is not None:
-                value = orjson.dumps({"deployment_id": dep, **step.health.to_dict()})
-                await self.health_state.send(key=dep.encode(), value=value)
-            await self._publish(step, topic)
-            self.health_store.save(dep, ps)
-
-    async def _publish(self, step: Step, topic: str) -> None:
-        """Count the record; send its cooldown (to the ejection stage when X3 is on) and wait until durable."""
-        metrics.RECORDS.labels(topic, step.disposition).inc()
-        cd = step.cooldown
-        if cd is None:
-            return
-        if self.registry.policy.options.max_ejection_percent < 100:
-            fut = await self.candidates.send(key=cd.model_group.encode(), value=encode(cd))
-        else:
-            metrics.COOLDOWNS.labels(cd.model_group, cd.reason).inc()
-            fut = await self.cooldowns.send(key=cd.deployment_id.encode(), value=encode(cd))
-        await fut
-
-    async def _ejection_agent(self, stream: Any) -> None:
-        """X3 over candidates keyed by model group, so one group's candidates meet in one place."""
-        async for event in stream.events():
-            cd = decode(event.value)
-            assert isinstance(cd, Cooldown)
-            group = cd.model_group
-            active = self._ejections.get(group)
-            if active is None:
-                raw = self.ejection_table.get(group.encode())
-                active = self._ejections[group] = {} if raw is None else orjson.loads(raw)
-            if passes(self.registry.policy, active, cd.deployment_id, cd.ts, cd.until):
-                metrics.COOLDOWNS.labels(group, cd.reason).inc()
-                fut = await self.cooldowns.send(key=cd.deployment_id.encode(), value=event.value)
-                await fut
-                self.ejection_table[group.encode()] = orjson.dumps(active)
-            else:
-                metrics.SUPPRESSED.labels(group, cd.reason).inc()
 
     async def _materialize_cooldowns(self, stream: Any) -> None:
         """Cooldown records -> LiteLLM's Redis keys. Not acknowledged until written (retries inside)."""
@@ -239,10 +265,10 @@ class Pipeline:
             try:
                 cd = decode(event.value)
             except InvalidRecord as exc:
-                await self._dead_letter(event, str(exc))
+                await self.dead_letter(event, str(exc))
                 continue
             if not isinstance(cd, Cooldown):
-                await self._dead_letter(event, f"schema: expected coolant.cooldown/1, got {cd.schema}")
+                await self.dead_letter(event, f"schema: expected coolant.cooldown/1, got {cd.schema}")
                 continue
             written = await self.sink.write_with_retry(cd, on_error=_redis_error)
             metrics.REDIS_WRITES.labels("cooldown", "written" if written else "skipped").inc()

@@ -16,6 +16,14 @@ COOLDOWNS = Counter(
     "coolant_cooldowns_total", "Cooldowns emitted to the cooldowns topic.", ["model_group", "reason"],
     registry=REGISTRY,
 )
+SHADOW_RECORDS = Counter(
+    "coolant_shadow_records_total", "Input records as the shadow (candidate) policy disposed of them.",
+    ["topic", "disposition"], registry=REGISTRY,
+)
+SHADOW_COOLDOWNS = Counter(
+    "coolant_shadow_cooldowns_total", "Cooldowns the shadow policy emitted to the shadow topic (never Redis).",
+    ["model_group", "reason"], registry=REGISTRY,
+)
 SUPPRESSED = Counter(
     "coolant_cooldowns_suppressed_total", "Cooldowns held back by max_ejection_percent (X3).",
     ["model_group", "reason"], registry=REGISTRY,

@@ -22,16 +22,19 @@ log = logging.getLogger(__name__)
 def redis_client(cfg: Config) -> redis_asyncio.Redis:
     r = cfg.runtime.redis
     return redis_asyncio.from_url(
-        r.url, password=resolve_secret(r.password), ssl=r.ssl or None, socket_timeout=5, socket_connect_timeout=5,
+        r.url, password=resolve_secret(r.password), socket_timeout=5, socket_connect_timeout=5,
+        **({"connection_class": redis_asyncio.SSLConnection} if r.ssl else {}),
         health_check_interval=10,
         retry=Retry(NoBackoff(), 0),  # the sink's own backoff (logged, counted) is the only retry loop
     )
 
 
-def build_pipeline(cfg: Config, opts: WorkerOptions, loop: asyncio.AbstractEventLoop) -> Pipeline:
+def build_pipeline(
+    cfg: Config, opts: WorkerOptions, loop: asyncio.AbstractEventLoop, shadow: Config | None = None
+) -> Pipeline:
     """Topics first (their partition counts decide the tables'), then the app."""
     names = Topics(cfg.runtime.topic_prefix)
-    extra = (names.cooldowns + ".shadow",) if opts.shadow else ()
+    extra = (names.cooldowns + ".shadow", names.candidates + ".shadow") if shadow is not None else ()
     counts = loop.run_until_complete(
         ensure_topics(names, kafka_client_args(cfg.runtime.kafka), opts.partitions, extra)
     )
@@ -40,17 +43,18 @@ def build_pipeline(cfg: Config, opts: WorkerOptions, loop: asyncio.AbstractEvent
         log.warning("%s has %d partitions but %s has %d; health tables use the outcomes count",
                     names.health, counts[names.health], names.outcomes, partitions)
     sink = None
-    if opts.materialize and not opts.shadow:
+    if opts.materialize:
         from coolant.streams.materializer import RedisSink
 
         sink = RedisSink(redis_client(cfg), cfg.runtime.redis.key_prefix)
-    return Pipeline(cfg, replace(opts, partitions=partitions), sink)
+    shadow_policy = None if shadow is None else shadow.policy
+    return Pipeline(cfg, replace(opts, partitions=partitions), sink, shadow_policy)
 
 
-def run(cfg: Config, opts: WorkerOptions, loglevel: str = "info") -> None:
+def run(cfg: Config, opts: WorkerOptions, loglevel: str = "info", shadow: Config | None = None) -> None:
     """Blocks until the worker stops (SIGTERM/SIGINT shut it down cleanly)."""
     loop = asyncio.new_event_loop()
     asyncio.set_event_loop(loop)
-    pipeline = build_pipeline(cfg, opts, loop)
+    pipeline = build_pipeline(cfg, opts, loop, shadow)
     worker = faust.Worker(pipeline.app, loop=loop, loglevel=loglevel)
     worker.execute_from_commandline()
