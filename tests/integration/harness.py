@@ -274,8 +274,8 @@ async def produce_lines(bootstrap: str, topic: str, lines: Iterable[bytes]) -> l
 
 
 async def _partitions(client: AIOKafkaConsumer, topic: str) -> list[TopicPartition]:
-    await client.topics()  # refreshes the metadata of every topic
-    parts = client.partitions_for_topic(topic)
+    cluster = await client._client.fetch_all_metadata()  # fresh metadata (partitions_for_topic may be stale)
+    parts = cluster.partitions_for_topic(topic)
     return [TopicPartition(topic, p) for p in sorted(parts or ())]
 
 
