@@ -29,6 +29,11 @@ from coolant.topics import Topics
 
 log = logging.getLogger(__name__)
 
+BATCH_MAX = 1000
+BATCH_WITHIN = 0.01
+"""Records are decided one by one as they arrive, but state is persisted once per batch of up to
+BATCH_MAX records or BATCH_WITHIN seconds: a deployment's many records cost one changelog write."""
+
 
 @dataclass(frozen=True, slots=True)
 class WorkerOptions:
@@ -113,6 +118,7 @@ class Decider:
         async def on_recover() -> None:
             store.reset()
             self._ejections.clear()
+            log.info("%s: state recovered", store.state_table.name)
 
         return on_recover
 
@@ -138,32 +144,36 @@ class Decider:
     async def _outcome_agent(self, stream: Any) -> None:
         topic = self.pipeline.names.outcomes
         store = self.request_store
-        async for event in stream.events():
-            rec = await self._decoded(event, Outcome)
-            if rec is None:
-                continue
-            assert isinstance(rec, Outcome)
-            ps = store.load(rec.deployment_id)
-            step = step_outcome(self.registry.policy, ps, rec)
-            await self._publish(step, topic)
-            store.save(rec.deployment_id, ps)
+        async for batch in stream.take_events(BATCH_MAX, within=BATCH_WITHIN):
+            for event in batch:
+                rec = await self._decoded(event, Outcome)
+                if rec is None:
+                    continue
+                assert isinstance(rec, Outcome)
+                ps = store.load(rec.deployment_id)
+                step = step_outcome(self.registry.policy, ps, rec)
+                await self._publish(step, topic)
+                store.touch(rec.deployment_id, event.message.partition)
+            store.flush()
 
     async def _health_agent(self, stream: Any) -> None:
         topic = self.pipeline.names.health
         store = self.health_store
-        async for event in stream.events():
-            rec = await self._decoded(event, Health)
-            if rec is None:
-                continue
-            assert isinstance(rec, Health)
-            dep = rec.deployment_id
-            ps = store.load(dep)
-            step = step_health(self.registry.policy, ps, rec)
-            if step.health is not None and not self.shadow:
-                value = orjson.dumps({"deployment_id": dep, **step.health.to_dict()})
-                await self.pipeline.health_state.send(key=dep.encode(), value=value)
-            await self._publish(step, topic)
-            store.save(dep, ps)
+        async for batch in stream.take_events(BATCH_MAX, within=BATCH_WITHIN):
+            for event in batch:
+                rec = await self._decoded(event, Health)
+                if rec is None:
+                    continue
+                assert isinstance(rec, Health)
+                dep = rec.deployment_id
+                ps = store.load(dep)
+                step = step_health(self.registry.policy, ps, rec)
+                if step.health is not None and not self.shadow:
+                    value = orjson.dumps({"deployment_id": dep, **step.health.to_dict()})
+                    await self.pipeline.health_state.send(key=dep.encode(), value=value)
+                await self._publish(step, topic)
+                store.touch(dep, event.message.partition)
+            store.flush()
 
     async def _publish(self, step: Step, topic: str) -> None:
         """Count the record; send its cooldown (to the ejection stage when X3 is on) and wait until durable.

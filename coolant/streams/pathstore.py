@@ -1,9 +1,16 @@
 """Per-deployment path states kept in changelogged Faust tables, so a restarted worker resumes.
 
-Two tables per path: `<path>-state` (deployment -> PathState JSON, without seen ids) and
-`<path>-seen` (deployment + event_id -> ts). Seen ids live apart because a deployment holds
-minutes of them and rewriting them all on every record would be quadratic. States are cached
-as objects; values are serialized when saved, so the changelog holds a consistent snapshot.
+Two tables per path, both keyed so a deployment's entries live in its source partition:
+- `<path>-state`: deployment id -> PathState JSON (everything but the seen ids);
+- `<path>-seen`: deployment id + chunk number -> {event_id: ts} of the ids one flush added.
+Seen ids are chunked because a deployment holds minutes of them: rewriting them all would cost
+more the hotter the deployment; a chunk is written once and deleted when all its ids expired.
+
+Writes are coalesced: agents `touch` what a record changed and `flush` once per batch, so a busy
+deployment costs one changelog write per batch, not per record. A flush runs after the batch's
+cooldowns were sent, so a crash in between re-decides those records instead of losing cooldowns.
+Writes name the partition explicitly (the source record's), which is what lets them happen
+outside Faust's per-event iteration.
 """
 
 from __future__ import annotations
@@ -19,20 +26,28 @@ SEP = b"\x1f"
 
 
 class SeenView(MutableMapping[str, float]):
-    """One deployment's seen ids: a dict mirror for lookups, table writes queued until `flush`.
+    """One deployment's seen ids (event_id -> ts), stored as append-only chunks.
 
-    Queuing lets the agent make a cooldown durable before the id that triggered it is, so a crash
-    between the two re-decides the record instead of losing its cooldown.
+    Each flush writes the ids added since the previous flush as one new chunk (so a write costs
+    what it adds, however hot the deployment), and a chunk is deleted once all its ids were
+    discarded (L3), so the table holds about `late_after` seconds of ids.
     """
 
-    def __init__(self, prefix: bytes, table: Any) -> None:
-        self._prefix = prefix
-        self._table = table
+    def __init__(self) -> None:
         self._ids: dict[str, float] = {}
-        self._pending: list[tuple[str, float | None]] = []
+        self._chunk_of: dict[str, int] = {}
+        self._live: dict[int, int] = {}
+        """chunk number -> ids of it still held."""
+        self._new: dict[str, float] = {}
+        self._emptied: list[int] = []
+        self._next = 0
 
-    def load(self, event_id: str, ts: float) -> None:
-        self._ids[event_id] = ts
+    def load_chunk(self, chunk: int, ids: dict[str, float]) -> None:
+        self._ids.update(ids)
+        for event_id in ids:
+            self._chunk_of[event_id] = chunk
+        self._live[chunk] = len(ids)
+        self._next = max(self._next, chunk + 1)
 
     def __getitem__(self, event_id: str) -> float:
         return self._ids[event_id]
@@ -42,11 +57,18 @@ class SeenView(MutableMapping[str, float]):
 
     def __setitem__(self, event_id: str, ts: float) -> None:
         self._ids[event_id] = ts
-        self._pending.append((event_id, ts))
+        self._new[event_id] = ts
 
     def __delitem__(self, event_id: str) -> None:
         del self._ids[event_id]
-        self._pending.append((event_id, None))
+        chunk = self._chunk_of.pop(event_id, None)
+        if chunk is None:  # not flushed yet
+            del self._new[event_id]
+            return
+        self._live[chunk] -= 1
+        if not self._live[chunk]:
+            del self._live[chunk]
+            self._emptied.append(chunk)
 
     def __iter__(self) -> Iterator[str]:
         return iter(self._ids)
@@ -54,52 +76,76 @@ class SeenView(MutableMapping[str, float]):
     def __len__(self) -> int:
         return len(self._ids)
 
-    def flush(self) -> None:
-        table = self._table
-        for event_id, ts in self._pending:
-            key = self._prefix + event_id.encode()
-            if ts is None:
-                table.pop(key, None)
-            else:
-                table[key] = repr(ts).encode()
-        self._pending.clear()
+    def drain(self) -> list[tuple[int, dict[str, float] | None]]:
+        """Chunks to write: the new ids as one chunk, and None for each chunk now empty."""
+        out: list[tuple[int, dict[str, float] | None]] = [(c, None) for c in self._emptied]
+        self._emptied.clear()
+        if self._new:
+            chunk, self._next = self._next, self._next + 1
+            self.load_chunk(chunk, self._new)
+            out.append((chunk, self._new))
+            self._new = {}
+        return out
 
 
 class PathStore:
-    """Load and save `PathState`s by deployment id over a state table and a seen table."""
+    """Load, mark and persist `PathState`s by deployment id over a state table and a seen table."""
 
     def __init__(self, state_table: Any, seen_table: Any) -> None:
         self.state_table = state_table
         self.seen_table = seen_table
         self._states: dict[str, PathState] = {}
-        self._views: dict[str, SeenView] = {}
-
-    def _view(self, deployment_id: str) -> SeenView:
-        view = self._views.get(deployment_id)
-        if view is None:
-            view = self._views[deployment_id] = SeenView(deployment_id.encode() + SEP, self.seen_table)
-        return view
+        self._dirty: dict[str, int] = {}
 
     def load(self, deployment_id: str) -> PathState:
         ps = self._states.get(deployment_id)
         if ps is None:
-            raw = self.state_table.get(deployment_id.encode())
-            view = self._view(deployment_id)
+            raw = self.state_table.data.get(deployment_id.encode())
             ps = PathState() if raw is None else PathState.from_dict(orjson.loads(raw))
-            ps.seen = view
+            ps.seen = SeenView()
             self._states[deployment_id] = ps
         return ps
 
-    def save(self, deployment_id: str, ps: PathState) -> None:
-        self.state_table[deployment_id.encode()] = orjson.dumps(ps.to_dict())
-        view = ps.seen
-        assert isinstance(view, SeenView)
-        view.flush()
+    def touch(self, deployment_id: str, partition: int) -> None:
+        """Mark the deployment's state changed by a record from `partition`."""
+        self._dirty[deployment_id] = partition
+
+    def flush(self) -> int:
+        """Write every touched state and its changed seen buckets; returns the number of writes."""
+        writes = 0
+        for deployment_id, partition in self._dirty.items():
+            ps = self._states[deployment_id]
+            key = deployment_id.encode()
+            self._put(self.state_table, partition, key, orjson.dumps(ps.to_dict()))
+            view = ps.seen
+            assert isinstance(view, SeenView)
+            for chunk, ids in view.drain():
+                chunk_key = key + SEP + str(chunk).encode()
+                self._put(self.seen_table, partition, chunk_key, None if ids is None else orjson.dumps(ids))
+                writes += 1
+            writes += 1
+        self._dirty.clear()
+        return writes
+
+    @staticmethod
+    def _put(table: Any, partition: int, key: bytes, value: bytes | None) -> None:
+        if value is None:
+            table.data.pop(key, None)
+            table.send_changelog(partition, key, None, value_serializer="raw")
+        else:
+            table.data[key] = value
+            table.send_changelog(partition, key, value)
 
     def reset(self) -> None:
-        """After a rebalance's recovery: forget cached objects and rebuild seen ids from the table."""
+        """After a rebalance's recovery: drop cached objects; seen ids come back from the table."""
         self._states.clear()
-        self._views.clear()
-        for key, value in self.seen_table.items():
-            dep, _, event_id = bytes(key).partition(SEP)
-            self._view(dep.decode()).load(event_id.decode(), float(value))
+        self._dirty.clear()
+        views: dict[str, SeenView] = {}
+        for key, value in list(self.seen_table.data.items()):
+            dep, _, chunk = bytes(key).partition(SEP)
+            views.setdefault(dep.decode(), SeenView()).load_chunk(int(chunk), orjson.loads(value))
+        for deployment_id, view in views.items():
+            raw = self.state_table.data.get(deployment_id.encode())
+            ps = PathState() if raw is None else PathState.from_dict(orjson.loads(raw))
+            ps.seen = view
+            self._states[deployment_id] = ps

@@ -1,0 +1,250 @@
+"""Live pipeline figures on the real broker and Redis (issue: live pipeline).
+
+    scripts/kafka-local start && scripts/redis-local start
+    .venv/bin/python bench/live_bench.py [--records 200000] [--rate 2000] [--probes 200]
+
+Prints three figures, each on its own fresh topics and worker:
+  floor      raw aiokafka consume rate of the same records on the same broker (no processing);
+  capacity   one worker's catch-up rate: records pre-loaded, then the worker started; records/s
+             from its first to its last processed record (read from its /metrics), and the ratio
+             to the floor;
+  latency    at --rate records/s of background traffic, --probes records that each trigger a
+             cooldown (a 401 on a deployment of a two-deployment group): time from the producer's
+             send to the Redis key `deployment:<id>:cooldown` being readable; p50/p95/p99/max.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import re
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from pathlib import Path
+from urllib.request import urlopen
+
+import orjson
+import redis.asyncio as redis_asyncio
+import yaml
+from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
+from aiokafka.admin import AIOKafkaAdminClient, NewTopic
+
+BOOTSTRAP = os.environ.get("KAFKA_BOOTSTRAP", "127.0.0.1:19092")
+REDIS_URL = os.environ.get("REDIS_URL", "redis://127.0.0.1:16379/0")
+DEPLOYMENTS = int(os.environ.get("BENCH_DEPLOYMENTS", "2000"))
+PARTITIONS = 8
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def write_config(path: Path, probes: int) -> None:
+    models = [
+        {"model_name": f"group-{i // 4}", "litellm_params": {"model": f"openai/m{i}"}, "model_info": {"id": f"dep-{i}"}}
+        for i in range(DEPLOYMENTS)
+    ]
+    for i in range(probes):  # probe groups of two: a 401 on pN-a cools it at once (non_retryable)
+        for side in ("a", "b"):
+            models.append({"model_name": f"probe-{i}", "litellm_params": {"model": f"openai/p{i}{side}"},
+                           "model_info": {"id": f"p{i}-{side}"}})
+    path.write_text(yaml.safe_dump({"model_list": models}))
+
+
+def outcome(n: int, ts: float, dep: str, ok: bool = True) -> bytes:
+    rec: dict[str, object] = {"schema": "coolant.outcome/1", "event_id": f"e{n}-{uuid.uuid4().hex[:6]}", "ts": ts,
+                              "deployment_id": dep, "model_group": "g", "ok": ok}
+    if not ok:
+        rec.update(status_code=401, exception_type="AuthenticationError")
+    return orjson.dumps(rec)
+
+
+class Worker:
+    def __init__(self, config: Path, prefix: str, workdir: Path) -> None:
+        self.port = free_port()
+        self.log = workdir / f"worker-{prefix}log"
+        cmd = [sys.executable, "-m", "coolant.cli", "worker", "--config", str(config), "--bootstrap", BOOTSTRAP,
+               "--redis-url", REDIS_URL, "--topic-prefix", prefix, "--app-id", prefix.rstrip("."),
+               "--web-port", str(self.port), "--data-dir", str(workdir / prefix), "--partitions", str(PARTITIONS),
+               "-l", "warning"]
+        with self.log.open("wb") as out:
+            self.proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT)
+
+    def metric(self, name: str) -> float:
+        with urlopen(f"http://127.0.0.1:{self.port}/metrics", timeout=5) as r:
+            text = r.read().decode()
+        return sum(float(v) for v in re.findall(rf"^{name}(?:{{[^}}]*}})? (\S+)$", text, re.M))
+
+    def wait_ready(self, timeout: float = 120) -> None:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise SystemExit(f"worker exited; see {self.log}")
+            try:
+                with urlopen(f"http://127.0.0.1:{self.port}/healthz", timeout=1):
+                    return
+            except OSError:
+                time.sleep(0.3)
+        raise SystemExit(f"worker not ready; see {self.log}")
+
+    def stop(self) -> None:
+        self.proc.send_signal(signal.SIGTERM)
+        try:
+            self.proc.wait(30)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+
+
+async def create_topic(name: str) -> None:
+    admin = AIOKafkaAdminClient(bootstrap_servers=BOOTSTRAP)
+    await admin.start()
+    try:
+        await admin.create_topics([NewTopic(name, PARTITIONS, 1)])
+    finally:
+        await admin.close()
+
+
+async def preload(topic: str, n: int) -> None:
+    producer = AIOKafkaProducer(bootstrap_servers=BOOTSTRAP, linger_ms=20, max_batch_size=1 << 20)
+    await producer.start()
+    now = time.time()
+    try:
+        for i in range(n):
+            dep = f"dep-{i % DEPLOYMENTS}"
+            await producer.send(topic, outcome(i, now + i / 10_000, dep), key=dep.encode())
+        await producer.flush()
+    finally:
+        await producer.stop()
+
+
+async def floor_rate(topic: str, n: int) -> float:
+    consumer = AIOKafkaConsumer(topic, bootstrap_servers=BOOTSTRAP, group_id=None, auto_offset_reset="earliest",
+                                max_poll_records=5000)
+    await consumer.start()
+    try:
+        got, t0 = 0, None
+        while got < n:
+            batch = await consumer.getmany(timeout_ms=1000)
+            if t0 is None and batch:
+                t0 = time.perf_counter()
+            got += sum(len(v) for v in batch.values())
+        return n / (time.perf_counter() - (t0 or time.perf_counter()))
+    finally:
+        await consumer.stop()
+
+
+def capacity(config: Path, workdir: Path, n: int) -> float:
+    prefix = f"bench-cap-{uuid.uuid4().hex[:6]}."
+    asyncio.run(create_topic(prefix + "outcomes"))
+    asyncio.run(preload(prefix + "outcomes", n))
+    worker = Worker(config, prefix, workdir)
+    try:
+        worker.wait_ready()
+        first = last = None
+        seen = 0.0
+        deadline = time.monotonic() + 1800
+        while seen < n and time.monotonic() < deadline:
+            seen = worker.metric("coolant_records_total")
+            now = time.perf_counter()
+            if seen > 0 and first is None:
+                first = (now, seen)
+            if first is not None:
+                last = (now, seen)
+            print(f"\r  capacity: {seen:,.0f}/{n:,} processed", end="", file=sys.stderr)
+            time.sleep(1)
+        print(file=sys.stderr)
+        assert first is not None and last is not None and last[0] > first[0]
+        return (last[1] - first[1]) / (last[0] - first[0])
+    finally:
+        worker.stop()
+
+
+async def latency_run(prefix: str, rate: float, probes: int) -> list[float]:
+    producer = AIOKafkaProducer(bootstrap_servers=BOOTSTRAP, linger_ms=0)
+    redis = redis_asyncio.from_url(REDIS_URL)
+    await producer.start()
+    topic = prefix + "outcomes"
+    latencies: list[float] = []
+    pending: dict[str, float] = {}
+
+    async def watch() -> None:
+        while len(latencies) < probes:
+            if pending:
+                keys = list(pending)
+                values = await redis.mget([f"deployment:{k}:cooldown" for k in keys])
+                now = time.perf_counter()
+                for k, v in zip(keys, values, strict=True):
+                    if v is not None:
+                        latencies.append(now - pending.pop(k))
+            await asyncio.sleep(0.0005)
+
+    watcher = asyncio.create_task(watch())
+    try:
+        interval = 1 / rate
+        probe_every = max(1, int(rate * 0.25))  # four probes a second
+        n, probe, t_next = 0, 0, time.perf_counter()
+        while probe < probes:
+            t_next += interval
+            delay = t_next - time.perf_counter()
+            if delay > 0:
+                await asyncio.sleep(delay)
+            if n % probe_every == 0:
+                dep = f"p{probe}-a"
+                pending[dep] = time.perf_counter()
+                await producer.send(topic, outcome(n, time.time(), dep, ok=False), key=dep.encode())
+                probe += 1
+            else:
+                dep = f"dep-{n % DEPLOYMENTS}"
+                await producer.send(topic, outcome(n, time.time(), dep), key=dep.encode())
+            n += 1
+        await asyncio.wait_for(watcher, 60)
+    finally:
+        watcher.cancel()
+        await producer.stop()
+        await redis.aclose()
+    return latencies
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--records", type=int, default=200_000)
+    p.add_argument("--rate", type=float, default=2000)
+    p.add_argument("--probes", type=int, default=200)
+    a = p.parse_args()
+    workdir = Path(tempfile.mkdtemp(prefix="coolant-bench-"))
+    config = workdir / "fleet.yaml"
+    write_config(config, a.probes)
+
+    floor_topic = f"bench-floor-{uuid.uuid4().hex[:6]}"
+    asyncio.run(create_topic(floor_topic))
+    asyncio.run(preload(floor_topic, a.records))
+    floor = asyncio.run(floor_rate(floor_topic, a.records))
+    print(f"floor      {floor:>10,.0f} records/s  raw aiokafka consume, {a.records:,} records, {PARTITIONS} partitions")
+
+    cap = capacity(config, workdir, a.records)
+    print(f"capacity   {cap:>10,.0f} records/s  one worker catching up ({cap / floor:.1%} of the floor)")
+
+    prefix = f"bench-lat-{uuid.uuid4().hex[:6]}."
+    worker = Worker(config, prefix, workdir)
+    try:
+        worker.wait_ready()
+        time.sleep(3)  # let the consumer group settle before timing
+        lat = sorted(asyncio.run(latency_run(prefix, a.rate, a.probes)))
+    finally:
+        worker.stop()
+    q = statistics.quantiles(lat, n=100, method="inclusive")
+    print(f"latency    produce -> Redis key visible at {a.rate:,.0f} records/s, {len(lat)} probes: "
+          f"p50 {q[49] * 1000:.1f} ms, p95 {q[94] * 1000:.1f} ms, p99 {q[98] * 1000:.1f} ms, max {lat[-1] * 1000:.1f} ms")
+
+
+if __name__ == "__main__":
+    main()
