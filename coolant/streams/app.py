@@ -154,7 +154,7 @@ class Decider:
                 step = step_outcome(self.registry.policy, ps, rec)
                 await self._publish(step, topic)
                 store.touch(rec.deployment_id, event.message.partition)
-            store.flush()
+            await store.flush(self.pipeline.app.producer)
 
     async def _health_agent(self, stream: Any) -> None:
         topic = self.pipeline.names.health
@@ -173,7 +173,7 @@ class Decider:
                     await self.pipeline.health_state.send(key=dep.encode(), value=value)
                 await self._publish(step, topic)
                 store.touch(dep, event.message.partition)
-            store.flush()
+            await store.flush(self.pipeline.app.producer)
 
     async def _publish(self, step: Step, topic: str) -> None:
         """Count the record; send its cooldown (to the ejection stage when X3 is on) and wait until durable.

@@ -28,7 +28,8 @@ from typing import Any, TypeVar
 import orjson
 import yaml
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
-from aiokafka.admin import AIOKafkaAdminClient
+from aiokafka.admin import AIOKafkaAdminClient, NewTopic
+from aiokafka.errors import TopicAlreadyExistsError
 from prometheus_client.parser import text_string_to_metric_families
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -349,6 +350,33 @@ async def wait_caught_up(bootstrap: str, group: str, topic: str, timeout: float 
     await wait_for(caught_up, f"consumer group {group} to commit all of {topic}", timeout, 1.0, on_timeout)
 
 
+async def create_topics(bootstrap: str, prefix: str, partitions: int, timeout: float = 30.0) -> None:
+    """Create the contract's topics under `prefix` as `coolant worker` would, and wait until the broker describes
+    every one with all its partitions.
+
+    Workaround: coolant.streams.admin.ensure_topics describes the topics right after creating them, and the
+    broker often still answers UNKNOWN_TOPIC_OR_PARTITION with no partitions then; the worker then dies at start
+    with "Topic cannot have zero partitions". Pre-created topics are only described, which is reliable.
+    """
+    from coolant.topics import Topics
+
+    specs = Topics(prefix).specs(partitions)
+    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap)
+    await admin.start()
+    try:
+        with contextlib.suppress(TopicAlreadyExistsError):
+            await admin.create_topics([NewTopic(s.name, s.partitions, 1, topic_configs=s.config) for s in specs])
+        want = {s.name: s.partitions for s in specs}
+
+        async def described() -> bool:
+            got = await admin.describe_topics(list(want))
+            return all(d["error_code"] == 0 and len(d["partitions"]) == want[d["topic"]] for d in got)
+
+        await wait_for(described, f"topics {prefix}* to be described", timeout, 0.2)
+    finally:
+        await admin.close()
+
+
 async def delete_topics(bootstrap: str, prefixes: Iterable[str]) -> None:
     """Best effort: drop the topics a test created (its prefix, its app id's changelogs)."""
     prefixes = tuple(prefixes)
@@ -380,7 +408,7 @@ def metric_sum(samples: list[tuple[str, dict[str, str], float]], name: str, **la
 
 def _http_get(url: str, timeout: float = 5.0) -> tuple[int, str]:
     try:
-        with urllib.request.urlopen(url, timeout=timeout) as resp:  # noqa: S310 - a local test URL
+        with urllib.request.urlopen(url, timeout=timeout) as resp:
             return resp.status, resp.read().decode()
     except urllib.error.HTTPError as exc:
         return exc.code, ""
@@ -408,6 +436,7 @@ class Worker:
         redis_key_prefix: str = "",
         partitions: int = 2,
         env: dict[str, str] | None = None,
+        loglevel: str | None = None,
     ) -> None:
         self.name = name
         self.bootstrap = bootstrap
@@ -426,7 +455,7 @@ class Worker:
             "--web-port", str(self.web_port),
             "--data-dir", str(self.data_dir),
             "--partitions", str(partitions),
-            "-l", "warning",
+            "-l", loglevel or os.environ.get("COOLANT_IT_LOGLEVEL", "warning"),
         ]
         if redis_url is None:
             self.cmd.append("--no-materialize")
@@ -487,21 +516,15 @@ class Worker:
 
         await wait_for(healthy, f"worker {self.name} /healthz", timeout, 0.3, self.log_tail)
 
-    async def wait_ready(self, timeout: float = 90.0, probe: bool = True) -> None:
-        """/healthz answers and, with `probe`, the outcomes consumer is assigned and processing: a success for
-        an unknown deployment (counted, never cooled) goes through and shows in `coolant_records_total`."""
+    async def wait_ready(self, timeout: float = 90.0) -> None:
+        """/healthz answers, and the outcomes consumer is assigned and processing (see `wait_assigned`)."""
         await self.wait_healthy(timeout)
-        if not probe:
-            return
-        before = await self.records_processed()
-        line = outcome(f"probe-{uid()}", T0, f"probe-{self.name}", True)
-        await produce(self.bootstrap, self.outcomes, [(b"probe", line)])
+        await wait_assigned([self], timeout)
 
-        async def processed() -> bool:
-            self._assert_alive()
-            return await self.records_processed() > before
-
-        await wait_for(processed, f"worker {self.name} to process a probe record", timeout, 0.3, self.log_tail)
+    async def wait_assigned(self, timeout: float = 90.0) -> None:
+        """Until this worker owns at least one outcomes partition and processes from it: probes go to every
+        partition (explicitly), again each round, until this worker's counter moves."""
+        await wait_assigned([self], timeout)
 
     def stop(self, timeout: float = 30.0) -> int | None:
         """SIGTERM (a clean Faust shutdown), SIGKILL if it lingers. Returns the exit status."""
@@ -521,6 +544,33 @@ class Worker:
         if self.proc is not None and self.proc.poll() is None:
             self.proc.kill()
             self.proc.wait(10)
+
+
+async def wait_assigned(workers: list[Worker], timeout: float = 90.0) -> None:
+    """Until every worker of one group processes records from some outcomes partition (a rebalance has given each
+    its share): each round sends a probe (a success for an unknown deployment, counted and never cooled) to every
+    partition explicitly, and checks every worker's `coolant_records_total`."""
+    bootstrap, topic = workers[0].bootstrap, workers[0].outcomes
+    base = [await w.records_processed() for w in workers]
+    producer = AIOKafkaProducer(bootstrap_servers=bootstrap, acks="all")
+    await producer.start()
+    try:
+        parts = sorted(await producer.partitions_for(topic))
+
+        async def all_processing() -> bool:
+            for w in workers:
+                w._assert_alive()
+            for p in parts:
+                await producer.send_and_wait(topic, outcome(f"probe-{uid()}", T0, f"probe-{p}", True),
+                                             key=b"probe", partition=p)
+            await asyncio.sleep(0.5)
+            return all([await w.records_processed() > b for w, b in zip(workers, base, strict=True)])
+
+        names = ", ".join(w.name for w in workers)
+        await wait_for(all_processing, f"workers {names} to be assigned and processing", timeout, 0.5,
+                       lambda: "\n".join(w.log_tail() for w in workers))
+    finally:
+        await producer.stop()
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -621,3 +671,152 @@ class KafkaBroker:
         with contextlib.suppress(OSError):
             return f"--- broker {self.port} ---\n" + "\n".join(log.read_text(errors="replace").splitlines()[-lines:])
         return ""
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# One test's world
+
+
+class Case:
+    """One test's names (topic prefix, app id, Redis key prefix), config, workers and services, and their cleanup."""
+
+    def __init__(self, tmp: Path, precreate: bool = True) -> None:
+        self.tmp = tmp
+        self.tag = uid()
+        self.prefix = f"it-{self.tag}."
+        self.app_id = f"it-{self.tag}-app"
+        self.key_prefix = f"it-{self.tag}:"
+        self.config = write_config(tmp / "litellm.yaml")
+        self.precreate = precreate
+        self.workers: list[Worker] = []
+        self.redis_servers: list[RedisServer] = []
+        self.brokers: list[KafkaBroker] = []
+        self.bootstraps: set[str] = set()
+        self.t_start = time.monotonic()
+
+    @property
+    def outcomes(self) -> str:
+        return self.prefix + "outcomes"
+
+    @property
+    def cooldowns(self) -> str:
+        return self.prefix + "cooldowns"
+
+    @property
+    def deadletter(self) -> str:
+        return self.prefix + "deadletter"
+
+    def log(self, msg: str) -> None:
+        print(f"[{time.monotonic() - self.t_start:6.1f} s] {msg}", flush=True)
+
+    def replay(self, lines: list[bytes], name: str = "events") -> list[dict[str, Any]]:
+        events = write_jsonl(self.tmp / f"{name}.jsonl", lines)
+        return run_replay(events, self.config, self.tmp / f"{name}.replay.jsonl")
+
+    async def worker(self, name: str, bootstrap: str, *, redis_url: str | None = None, partitions: int = 2,
+                     env: dict[str, str] | None = None, loglevel: str | None = None) -> Worker:
+        """Start a worker (topics pre-created first, see `create_topics`); not yet waited for."""
+        self.bootstraps.add(bootstrap)
+        if self.precreate:
+            await create_topics(bootstrap, self.prefix, partitions)
+        w = Worker(name=name, config=self.config, bootstrap=bootstrap, topic_prefix=self.prefix, app_id=self.app_id,
+                   workdir=self.tmp, redis_url=redis_url, redis_key_prefix=self.key_prefix, partitions=partitions,
+                   env=env, loglevel=loglevel)
+        self.workers.append(w)
+        w.start()
+        return w
+
+    def redis_server(self) -> RedisServer:
+        server = RedisServer(self.tmp)
+        self.redis_servers.append(server)
+        server.start()
+        return server
+
+    def broker(self) -> KafkaBroker:
+        broker = KafkaBroker(self.tmp)
+        self.brokers.append(broker)
+        broker.start()
+        return broker
+
+    def logs(self) -> str:
+        return "\n".join(w.log_tail() for w in self.workers)
+
+    async def close(self, redis_url: str | None) -> None:
+        for w in self.workers:
+            rc = w.stop()
+            self.log(f"worker {w.name} stopped, rc={rc}")
+        print(self.logs())  # pytest shows captured output only when the test failed
+        for b in self.brokers:
+            print(b.log_tail())
+        for bootstrap in self.bootstraps:
+            if all(b.bootstrap != bootstrap for b in self.brokers):
+                await delete_topics(bootstrap, [self.prefix, self.app_id])
+        for b in self.brokers:
+            with contextlib.suppress(Exception):
+                b.stop()
+        for r in self.redis_servers:
+            r.stop()
+        if redis_url is not None:
+            await delete_redis_keys(redis_url, self.key_prefix)
+
+
+async def delete_redis_keys(url: str, prefix: str) -> None:
+    from redis.asyncio import Redis
+
+    client = Redis.from_url(url)
+    try:
+        keys = [k async for k in client.scan_iter(match=prefix + "*", count=1000)]
+        if keys:
+            await client.delete(*keys)
+    except Exception:
+        pass
+    finally:
+        await client.aclose()
+
+
+async def redis_mismatches(url: str, key_prefix: str, expected: dict[str, dict[str, Any]],
+                           absent: Iterable[str] = ()) -> list[str]:
+    """What differs between Redis and `expected` (deployment -> the cooldown its keys must hold): LiteLLM's value
+    byte for byte, the absolute expiry at `until` (ms, rounded up), the detail key; `absent` must have no key."""
+    import math
+
+    from redis.asyncio import Redis
+
+    problems: list[str] = []
+    client = Redis.from_url(url)
+    try:
+        for dep, cd in sorted(expected.items()):
+            key = f"{key_prefix}deployment:{dep}:cooldown"
+            raw = await client.get(key)
+            if raw is None:
+                problems.append(f"{key}: missing, expected {cd['event_id']} until {cd['until']}")
+                continue
+            want = litellm_value(cd)
+            if raw != want:
+                problems.append(f"{key}: {raw!r} != expected {want!r} ({cd['event_id']})")
+            exp = await client.pexpiretime(key)
+            if exp != math.ceil(cd["until"] * 1000):
+                problems.append(f"{key}: expires at {exp} ms, expected {math.ceil(cd['until'] * 1000)}")
+            detail = await client.get(f"{key_prefix}coolant:cooldown:{dep}")
+            if detail is None or orjson.loads(detail) != cd:
+                problems.append(f"{key_prefix}coolant:cooldown:{dep}: {detail!r} != {cd}")
+        for dep in absent:
+            key = f"{key_prefix}deployment:{dep}:cooldown"
+            if await client.exists(key):
+                problems.append(f"{key}: present ({await client.get(key)!r}) but no cooldown was emitted for {dep}")
+    finally:
+        await client.aclose()
+    return problems
+
+
+def diff_cooldowns(got: dict[str, dict[str, Any]], want: dict[str, dict[str, Any]], limit: int = 5) -> str:
+    """A readable difference between two id -> cooldown maps."""
+    extra = sorted(set(got) - set(want))
+    missing = sorted(set(want) - set(got))
+    changed = sorted(k for k in set(got) & set(want) if got[k] != want[k])
+    lines = [f"{len(got)} live vs {len(want)} replay: {len(extra)} extra, {len(missing)} missing, "
+             f"{len(changed)} different"]
+    lines += [f"  extra   {got[k]}" for k in extra[:limit]]
+    lines += [f"  missing {want[k]}" for k in missing[:limit]]
+    lines += [f"  differs live {got[k]}\n          replay {want[k]}" for k in changed[:limit]]
+    return "\n".join(lines)
