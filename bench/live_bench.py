@@ -242,8 +242,9 @@ def main() -> None:
     finally:
         worker.stop()
     q = statistics.quantiles(lat, n=100, method="inclusive")
+    ms = {name: q[i] * 1000 for name, i in (("p50", 49), ("p95", 94), ("p99", 98))}
     print(f"latency    produce -> Redis key visible at {a.rate:,.0f} records/s, {len(lat)} probes: "
-          f"p50 {q[49] * 1000:.1f} ms, p95 {q[94] * 1000:.1f} ms, p99 {q[98] * 1000:.1f} ms, max {lat[-1] * 1000:.1f} ms")
+          + ", ".join(f"{k} {v:.1f} ms" for k, v in ms.items()) + f", max {lat[-1] * 1000:.1f} ms")
 
 
 if __name__ == "__main__":
