@@ -224,6 +224,16 @@ def demo_command(
     raise typer.Exit(run_demo(Console(), bootstrap, redis_url, minutes, seed))
 
 
+def _register_extra_commands() -> None:
+    """Commands whose code lives in their own packages (the CLI stays a thin shell)."""
+    from coolant.tuning.command import tune_command
+
+    app.command("tune")(tune_command)
+
+
+_register_extra_commands()
+
+
 def main() -> None:
     app()
 

@@ -1,0 +1,112 @@
+"""The recording a tuning run replays: read once, decoded once, indexed once for the metrics.
+
+Which records the metrics count (the engine itself sees every valid record, in file order):
+- outcome records (`coolant.outcome/1`), each (deployment_id, event_id) once: a republished copy
+  is the same attempt (the engine drops it too, L2);
+- `ok: false` is a failure, `ok: true` a success; a successful `pre_call_check` is not an attempt
+  on the provider (N2 ignores it) and counts as neither;
+- health probes drive probe cooldowns when `coolant.health.cooldown` is on, but are not traffic.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+from coolant.schemas import Health, InvalidRecord, Outcome, decode
+from coolant.sources import Line
+from coolant.tuning.metrics import DeploymentTraffic, incidents
+
+__all__ = ["MAX_INVALID_SAMPLES", "Recording", "index_traffic", "load_recording"]
+
+MAX_INVALID_SAMPLES = 20
+
+EngineInput = Outcome | Health
+
+
+@dataclass(slots=True)
+class Recording:
+    """Decoded records (outcomes and probes, file order) plus what the metrics need of them."""
+
+    records: list[EngineInput] = field(default_factory=list)
+    lines: int = 0
+    invalid: int = 0
+    invalid_samples: list[str] = field(default_factory=list)
+    ignored: int = 0
+    """Valid records the engine does not decide on in replay (deployment and cooldown records)."""
+    traffic: dict[str, DeploymentTraffic] = field(default_factory=dict)
+    first_ts: float | None = None
+    last_ts: float | None = None
+
+    @property
+    def failures(self) -> int:
+        return sum(len(t.failures) for t in self.traffic.values())
+
+    @property
+    def successes(self) -> int:
+        return sum(len(t.successes) for t in self.traffic.values())
+
+    @property
+    def incidents(self) -> int:
+        return sum(len(t.incidents) for t in self.traffic.values())
+
+    def busiest(self, n: int) -> list[str]:
+        """The `n` deployments with the most failures (ties: the most records, then by id)."""
+        ranked = sorted(
+            self.traffic.items(), key=lambda kv: (-len(kv[1].failures), -len(kv[1].successes), kv[0])
+        )
+        return [dep for dep, t in ranked[:n] if t.failures or t.successes]
+
+
+def index_traffic(records: Iterable[EngineInput], quiet_gap: float) -> dict[str, DeploymentTraffic]:
+    """Per deployment: sorted failure and success times of the counted outcomes, and the incidents."""
+    failures: defaultdict[str, list[float]] = defaultdict(list)
+    successes: defaultdict[str, list[float]] = defaultdict(list)
+    seen: set[tuple[str, str]] = set()
+    for rec in records:
+        if type(rec) is not Outcome:
+            continue
+        key = (rec.deployment_id, rec.event_id)
+        if key in seen:
+            continue
+        seen.add(key)
+        if not rec.ok:
+            failures[rec.deployment_id].append(rec.ts)
+        elif rec.source != "pre_call_check":
+            successes[rec.deployment_id].append(rec.ts)
+    out: dict[str, DeploymentTraffic] = {}
+    for dep in sorted(failures.keys() | successes.keys()):
+        f = tuple(sorted(failures.get(dep, ())))
+        s = tuple(sorted(successes.get(dep, ())))
+        out[dep] = DeploymentTraffic(f, s, tuple(incidents(f, quiet_gap)))
+    return out
+
+
+def load_recording(lines: Iterable[Line], quiet_gap: float) -> Recording:
+    """Decode every line once; invalid lines are counted (first few kept with their position)."""
+    rec = Recording()
+    records = rec.records
+    first = last = None
+    for source, lineno, data in lines:
+        rec.lines += 1
+        try:
+            r = decode(data)
+        except InvalidRecord as exc:
+            rec.invalid += 1
+            if len(rec.invalid_samples) < MAX_INVALID_SAMPLES:
+                rec.invalid_samples.append(f"{source}:{lineno}: {exc}")
+            continue
+        if type(r) is Outcome or type(r) is Health:
+            records.append(r)
+            ts = r.ts
+            if first is None or ts < first:
+                first = ts
+            if last is None or ts > last:
+                last = ts
+        else:
+            rec.ignored += 1
+    rec.first_ts, rec.last_ts = first, last
+    rec.traffic = index_traffic(records, quiet_gap)
+    return rec
+
