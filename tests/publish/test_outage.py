@@ -1,0 +1,114 @@
+"""Kafka down: publish stays non-blocking, the loop stays responsive, and publishing resumes by itself.
+
+Uses the spare broker (conftest.SpareKafka), stopped and started here; the shared broker is untouched.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import time
+
+from coolant.publish import Publisher, PublisherStats
+from coolant.schemas import encode
+from coolant.topics import Topics
+from tests.publish.conftest import SpareKafka, consume, outcome, wait_until
+
+
+async def test_publish_while_kafka_is_down_then_resume(spare_kafka: SpareKafka, prefix: str) -> None:
+    pub = Publisher(spare_kafka.bootstrap, topic_prefix=prefix, max_buffer=600, reconnect_backoff=(0.2, 1.0))
+    await pub.start()
+    ticks: list[float] = []
+
+    async def ticker() -> None:
+        while True:
+            ticks.append(time.monotonic())
+            await asyncio.sleep(0.01)
+
+    tick_task = asyncio.create_task(ticker())
+    try:
+        await asyncio.sleep(0.5)  # a few failed connection attempts first
+        records = [outcome(i, deployment=f"dep-{i % 7}") for i in range(1000)]
+        durations = []
+        t0 = time.perf_counter()
+        for rec in records:
+            t = time.perf_counter()
+            pub.publish(rec)
+            durations.append(time.perf_counter() - t)
+        total = time.perf_counter() - t0
+        print(
+            f"\nKafka down: 1000 publish() calls took {total * 1000:.2f} ms in total "
+            f"(mean {total * 1e6 / 1000:.1f} us, max {max(durations) * 1e6:.1f} us)"
+        )
+        assert total < 1.0
+        assert pub.stats == PublisherStats(dropped_unavailable=400, buffered=600)
+        assert not pub.connected
+
+        # the event loop keeps running while the publisher retries in the background
+        ticks.clear()
+        await asyncio.sleep(1.5)
+        gaps = [b - a for a, b in itertools.pairwise(ticks)]
+        print(f"ticker: {len(ticks)} ticks in 1.5 s, largest gap {max(gaps) * 1000:.1f} ms")
+        assert len(ticks) > 50 and max(gaps) < 0.5
+
+        started_in = spare_kafka.start()
+        waited = await wait_until(lambda: pub.stats.sent == 600, 60, "the buffered records to be sent")
+        print(f"broker started in {started_in:.1f} s; buffer drained {waited:.1f} s after that")
+        assert pub.connected
+        assert pub.publish(outcome(5000))  # and new records flow again
+        await pub.flush(15)
+        assert pub.stats == PublisherStats(sent=601, dropped_unavailable=400)
+        got = await consume(spare_kafka.bootstrap, [Topics(prefix).outcomes], 601)
+    finally:
+        tick_task.cancel()
+        await pub.stop()
+        spare_kafka.stop()
+    expected = [encode(r) for r in records[:600]] + [encode(outcome(5000))]
+    assert sorted(m.value for m in got) == sorted(expected)  # the first 600: the buffer kept the oldest
+
+
+async def test_broker_dies_mid_stream_records_are_resent(spare_kafka: SpareKafka, prefix: str) -> None:
+    spare_kafka.start()
+    pub = Publisher(
+        spare_kafka.bootstrap, topic_prefix=prefix, reconnect_backoff=(0.2, 1.0),
+        client_args={"request_timeout_ms": 2000},
+    )
+    await pub.start()
+    try:
+        for i in range(100):
+            pub.publish(outcome(i, deployment=f"dep-{i % 5}"))
+        await pub.flush(15)
+        assert pub.stats.sent == 100
+
+        spare_kafka.stop()
+        for i in range(100, 300):
+            assert pub.publish(outcome(i, deployment=f"dep-{i % 5}"))
+        lost_after = await wait_until(lambda: not pub.connected, 30, "the publisher to notice the outage")
+        print(f"\noutage noticed after {lost_after:.1f} s; {pub.stats.buffered} records buffered")
+        assert pub.stats.buffered == 200
+
+        spare_kafka.start()
+        resumed = await wait_until(lambda: pub.stats.sent == 300, 60, "the buffered records to be sent")
+        print(f"all 300 acknowledged {resumed:.1f} s after the broker came back")
+        assert pub.stats == PublisherStats(sent=300)
+    finally:
+        await pub.stop()
+    try:
+        got = await consume(spare_kafka.bootstrap, [Topics(prefix).outcomes], 300, settle=1.0)
+    finally:
+        spare_kafka.stop()
+    ids = [m.value for m in got]
+    assert set(ids) == {encode(outcome(i, deployment=f"dep-{i % 5}")) for i in range(300)}
+    print(f"{len(ids) - 300} duplicates (at least once; the worker drops them by event_id)")
+
+
+async def test_stop_with_kafka_down_gives_up_within_its_timeout(spare_kafka: SpareKafka, prefix: str) -> None:
+    pub = Publisher(spare_kafka.bootstrap, topic_prefix=prefix)
+    await pub.start()
+    for i in range(50):
+        pub.publish(outcome(i))
+    t0 = time.monotonic()
+    await pub.stop(1.0)
+    took = time.monotonic() - t0
+    assert took < 3.0
+    assert pub.stats == PublisherStats(dropped_unavailable=50)
