@@ -23,7 +23,7 @@ import orjson
 from coolant.config import load_config
 from coolant.replay import replay
 from coolant.schemas import Cooldown
-from coolant.sources import read_lines
+from coolant.sources import read_blocks, read_lines
 
 OUT = Path(__file__).parent / "out"
 
@@ -40,7 +40,7 @@ def floor(path: str) -> int:
 def run_replay(path: str, config: Path) -> tuple[int, int]:
     policy = load_config(config).policy
     out: list[Cooldown] = []
-    summary = replay(read_lines([path]), policy, out.append)
+    summary = replay(read_blocks([path]), policy, out.append)
     return summary.records, len(out)
 
 

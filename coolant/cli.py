@@ -16,7 +16,7 @@ from coolant.config import Config, ConfigError, load_config
 from coolant.replay import replay
 from coolant.report import render_summary
 from coolant.schemas import Cooldown, encode
-from coolant.sources import SourceError, check_readable, read_lines, total_size
+from coolant.sources import SourceError, check_readable, read_blocks, total_size
 
 PROGRESS_MIN_BYTES = 4 * 1024 * 1024
 
@@ -86,9 +86,9 @@ def replay_command(
             columns = (BarColumn(), DownloadColumn(), TransferSpeedColumn(), TimeRemainingColumn())
             with Progress(*columns, console=err, transient=True) as bar:
                 task = bar.add_task("replay", total=size or None)
-                summary = replay(read_lines(events, lambda n: bar.advance(task, n)), cfg.policy, emit)
+                summary = replay(read_blocks(events, lambda n: bar.advance(task, n)), cfg.policy, emit)
         else:
-            summary = replay(read_lines(events), cfg.policy, emit)
+            summary = replay(read_blocks(events), cfg.policy, emit)
     except SourceError as exc:
         raise fail(str(exc)) from None
     finally:

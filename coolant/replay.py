@@ -8,8 +8,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from coolant.processors import Engine, Policy
-from coolant.schemas import Cooldown, Health, InvalidRecord, Outcome, decode
-from coolant.sources import Line
+from coolant.schemas import Cooldown, Health, InvalidRecord, Outcome, Record, decode, decode_block
+from coolant.sources import Block
 
 MAX_INVALID_SAMPLES = 20
 _DROPPED = frozenset({"late", "duplicate"})
@@ -71,45 +71,60 @@ class ReplaySummary:
         }
 
 
-def replay(lines: Iterable[Line], policy: Policy, emit: Callable[[Cooldown], None]) -> ReplaySummary:
-    """Run every line through one engine; cooldowns go to `emit` as they are decided."""
+def decode_records(block: Block, summary: ReplaySummary) -> list[Record]:
+    """The valid records of a block, in order. A block with a bad line is redone line by line,
+    so each invalid record is reported with its file and line number."""
+    source, first, data = block
+    try:
+        return decode_block(data)
+    except InvalidRecord:
+        pass
+    records = []
+    for lineno, line in enumerate(data.split(b"\n"), first):
+        if not line.strip():
+            continue
+        try:
+            records.append(decode(line))
+        except InvalidRecord as exc:
+            summary.invalid += 1
+            if len(summary.invalid_samples) < MAX_INVALID_SAMPLES:
+                summary.invalid_samples.append(f"{source}:{lineno}: {exc}")
+    return records
+
+
+def replay(blocks: Iterable[Block], policy: Policy, emit: Callable[[Cooldown], None]) -> ReplaySummary:
+    """Run every record through one engine, in file order; cooldowns go to `emit` as they are decided."""
     engine = Engine(policy)
     feed = engine.feed
     summary = ReplaySummary()
     dispositions = summary.dispositions
     deployments = summary.deployments
     records = 0
-    for source, lineno, data in lines:
-        records += 1
-        try:
-            rec = decode(data)
-        except InvalidRecord as exc:
-            summary.invalid += 1
-            if len(summary.invalid_samples) < MAX_INVALID_SAMPLES:
-                summary.invalid_samples.append(f"{source}:{lineno}: {exc}")
-            continue
-        step = feed(rec)
-        dispositions[step.disposition] += 1
-        if step.disposition in _DROPPED:
-            continue  # dropped records count in `dispositions` only
-        if type(rec) is Outcome:
-            totals = deployments[rec.deployment_id]
-            totals.outcomes += 1
-            if not rec.ok:
-                totals.failures += 1
-        elif type(rec) is Health:
-            totals = deployments[rec.deployment_id]
-            totals.probes += 1
-            if step.health is not None:
-                summary.health_updates += 1
-        else:
-            continue  # deployment and cooldown records are only counted ("ignored")
-        cd = step.cooldown
-        if cd is not None:
-            summary.reasons[cd.reason] += 1
-            totals.add_cooldown(cd)
-            emit(cd)
-        elif step.suppressed is not None:
-            summary.suppressed[step.suppressed.model_group, step.suppressed.reason] += 1
-    summary.records = records
+    for block in blocks:
+        for rec in decode_records(block, summary):
+            records += 1
+            step = feed(rec)
+            dispositions[step.disposition] += 1
+            if step.disposition in _DROPPED:
+                continue  # dropped records count in `dispositions` only
+            if type(rec) is Outcome:
+                totals = deployments[rec.deployment_id]
+                totals.outcomes += 1
+                if not rec.ok:
+                    totals.failures += 1
+            elif type(rec) is Health:
+                totals = deployments[rec.deployment_id]
+                totals.probes += 1
+                if step.health is not None:
+                    summary.health_updates += 1
+            else:
+                continue  # deployment and cooldown records are only counted ("ignored")
+            cd = step.cooldown
+            if cd is not None:
+                summary.reasons[cd.reason] += 1
+                totals.add_cooldown(cd)
+                emit(cd)
+            elif step.suppressed is not None:
+                summary.suppressed[step.suppressed.model_group, step.suppressed.reason] += 1
+    summary.records = records + summary.invalid
     return summary

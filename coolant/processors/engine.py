@@ -47,17 +47,17 @@ IGNORED = Step("ignored")
 
 def _accept(o: Options, ps: PathState, event_id: str, ts: float) -> Step | None:
     """L1 (late), L2 (duplicate), then advance the high-water mark and discard old state (L3)."""
-    if ps.hw - ts > o.late_after:
+    hw = ps.hw
+    if hw - ts > o.late_after:
         return LATE
     seen = ps.seen
     if event_id in seen:
         return DUPLICATE
     seen[event_id] = ts
-    if ts > ps.hw:
+    if ts > hw:
         ps.hw = ts
-        minute = int(ts // 60)
-        if minute != ps.gc_minute:
-            ps.gc_minute = minute
+        if ts >= ps.gc_next:  # once per event-time minute
+            ps.gc_next = (ts // 60 + 1) * 60
             windows.discard(ps, o.late_after, o.slot_width)
     return None
 

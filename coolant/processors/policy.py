@@ -85,10 +85,11 @@ class Options:
     min_requests: int = 5
     outage_min_requests: int = 1000
 
-    @property
-    def slot_width(self) -> int:
-        """Seconds per window slot: a whole window (tumbling) or one X1 bucket (sliding)."""
-        return SLIDING_BUCKET if self.window == "sliding" else WINDOW_SECONDS
+    slot_width: int = field(init=False, repr=False, compare=False)
+    """Seconds per window slot: a whole window (tumbling) or one X1 bucket (sliding). Derived."""
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "slot_width", SLIDING_BUCKET if self.window == "sliding" else WINDOW_SECONDS)
 
 
 @dataclass(frozen=True, slots=True)

@@ -47,8 +47,8 @@ class PathState:
     streak: int = 0
     seen: MutableMapping[str, float] = field(default_factory=dict)
     """event_id -> ts, for duplicate detection (L2)."""
-    gc_minute: int = -1
-    """The event-time minute of the last discard pass (L3), so discarding runs once a minute."""
+    gc_next: float = NEG_INF
+    """When the next discard pass (L3) is due: the start of the event-time minute after the last one."""
     probe: HealthState | None = None
     """Health path only: the latest probe's verdict (H1)."""
 
@@ -60,7 +60,7 @@ class PathState:
             "counters": {k: [c.anchor, c.expires, c.count] for k, c in self.counters.items()},
             "end": self.end,
             "streak": self.streak,
-            "gc_minute": self.gc_minute,
+            "gc_next": None if self.gc_next == NEG_INF else self.gc_next,
             "probe": None if self.probe is None else self.probe.to_dict(),
         }
 
@@ -73,7 +73,7 @@ class PathState:
             d["end"],
             d["streak"],
             {} if seen is None else seen,
-            d["gc_minute"],
+            NEG_INF if d["gc_next"] is None else d["gc_next"],
             None if (p := d.get("probe")) is None else HealthState(p["is_healthy"], p["timestamp"], p["reason"]),
         )
 

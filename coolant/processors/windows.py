@@ -33,5 +33,12 @@ def discard(ps: PathState, late_after: float, width: int) -> None:
         del ps.windows[k]
     for name in [n for n, c in ps.counters.items() if c.expires <= horizon]:
         del ps.counters[name]
-    for event_id in [e for e, t in ps.seen.items() if t < horizon]:
+    # Ids arrive roughly in ts order and a dict keeps insertion order, so the expired ones are at
+    # the front: stop at the first live one. A late id behind it stays a little longer, harmlessly.
+    expired = []
+    for event_id, t in ps.seen.items():
+        if t >= horizon:
+            break
+        expired.append(event_id)
+    for event_id in expired:
         del ps.seen[event_id]

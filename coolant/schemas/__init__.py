@@ -1,6 +1,6 @@
 """Event records of the contract (§1) and their validation: one definition per record."""
 
-from coolant.schemas.codec import InputRecord, Record, decode, encode, from_dict, to_dict
+from coolant.schemas.codec import InputRecord, Record, decode, decode_block, encode, from_dict, to_dict
 from coolant.schemas.cooldown import COOLDOWN_SCHEMA, Cooldown, Reason, Window
 from coolant.schemas.deployment import DEPLOYMENT_SCHEMA, DeploymentRecord
 from coolant.schemas.errors import InvalidRecord
@@ -22,6 +22,7 @@ __all__ = [
     "Record",
     "Window",
     "decode",
+    "decode_block",
     "encode",
     "from_dict",
     "to_dict",

@@ -44,6 +44,14 @@ def decode(raw: bytes | bytearray | memoryview | str) -> Record:
         raise _invalid(exc) from None
 
 
+def decode_block(block: bytes) -> list[Record]:
+    """Decode newline-delimited records in one call (blank lines skipped); InvalidRecord if any is bad."""
+    try:
+        return _decoder.decode_lines(block)
+    except msgspec.MsgspecError as exc:
+        raise _invalid(exc) from None
+
+
 def from_dict(d: Any) -> Record:
     """Validate an already decoded object (YAML fixtures, tests) by the same rules."""
     try:
