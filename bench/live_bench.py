@@ -57,7 +57,8 @@ def write_config(path: Path, probes: int) -> None:
         for side in ("a", "b"):
             models.append({"model_name": f"probe-{i}", "litellm_params": {"model": f"openai/p{i}{side}"},
                            "model_info": {"id": f"p{i}-{side}"}})
-    path.write_text(yaml.safe_dump({"model_list": models}))
+    # 60 s cooldowns: a slow probe still shows up in Redis (a 5 s one would have ended, and be skipped)
+    path.write_text(yaml.safe_dump({"model_list": models, "router_settings": {"cooldown_time": 60}}))
 
 
 def outcome(n: int, ts: float, dep: str, ok: bool = True) -> bytes:
@@ -206,7 +207,7 @@ async def latency_run(prefix: str, rate: float, probes: int) -> list[float]:
                 dep = f"dep-{n % DEPLOYMENTS}"
                 await producer.send(topic, outcome(n, time.time(), dep), key=dep.encode())
             n += 1
-        await asyncio.wait_for(watcher, 60)
+        await asyncio.wait_for(watcher, 120)
     finally:
         watcher.cancel()
         await producer.stop()

@@ -30,7 +30,7 @@ from coolant.topics import Topics
 log = logging.getLogger(__name__)
 
 BATCH_MAX = 1000
-BATCH_WITHIN = 0.01
+BATCH_WITHIN = 0.005
 """Records are decided one by one as they arrive, but state is persisted once per batch of up to
 BATCH_MAX records or BATCH_WITHIN seconds: a deployment's many records cost one changelog write."""
 
@@ -238,10 +238,10 @@ class Pipeline:
             autodiscover=False,
             stream_wait_empty=False,
             producer_acks=-1,
-            producer_linger=0.005,  # batch changelog writes: one produce request per record was the bottleneck
+            producer_linger=0.001,  # let changelog writes batch, without delaying cooldowns much
             producer_max_batch_size=1 << 20,
-            broker_commit_every=1000,
-            broker_commit_interval=1.0,
+            broker_commit_every=10_000,
+            broker_commit_interval=2.8,
         )
         raw: dict[str, Any] = {"key_serializer": "raw", "value_serializer": "raw"}
         self.outcomes = app.topic(n.outcomes, partitions=opts.partitions, **raw)
