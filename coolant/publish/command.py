@@ -15,7 +15,6 @@ availability), wait for every acknowledgement and exit 1 if Kafka could not take
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import re
 import time
 from collections import Counter
@@ -27,8 +26,8 @@ from typing import Annotated, Any
 import orjson
 import typer
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
-from aiokafka.admin import AIOKafkaAdminClient, NewTopic
-from aiokafka.errors import KafkaConnectionError, KafkaError, TopicAlreadyExistsError
+from aiokafka.admin import AIOKafkaAdminClient
+from aiokafka.errors import KafkaConnectionError, KafkaError
 from rich.console import Console
 from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TimeElapsedColumn
 
@@ -37,6 +36,7 @@ from coolant.processors.policy import POLICY_KEY_SUFFIX
 from coolant.publish.publisher import route
 from coolant.schemas import Cooldown, DeploymentRecord, InvalidRecord, decode, encode
 from coolant.sources import Line, SourceError, check_readable, read_lines, total_size
+from coolant.streams.admin import create_missing
 from coolant.topics import Topics, TopicSpec
 
 __all__ = [
@@ -83,34 +83,6 @@ def _parse_rate(value: str | None) -> float | None:
     if m is None or float(m.group(1)) <= 0:
         raise typer.BadParameter(f"must be a number of records per second > 0, like 200 or 200/s, got {value!r}")
     return float(m.group(1))
-
-
-async def _ensure_topics(specs: Iterable[TopicSpec], client_args: Mapping[str, Any]) -> None:
-    """Create the topics this command writes to when missing, exactly as `coolant worker` would.
-
-    Without this, a broker that auto-creates topics would make a non-compacted deployments topic.
-    """
-    wanted = {s.name: s for s in specs}
-    admin = AIOKafkaAdminClient(**client_args)
-    await admin.start()
-    try:
-        existing = set(await admin.list_topics())
-        missing = [NewTopic(s.name, s.partitions, 1, topic_configs=s.config) for s in wanted.values()
-                   if s.name not in existing]
-        if missing:
-            with contextlib.suppress(TopicAlreadyExistsError):  # someone else won the race
-                await admin.create_topics(missing)
-            # Wait for the new partitions' leaders: the first sends would otherwise be retried noisily.
-            names = [t.name for t in missing]
-            deadline = time.monotonic() + 10.0
-            while time.monotonic() < deadline:
-                described = await admin.describe_topics(names)
-                if all(d["error_code"] == 0 and d["partitions"] and all(p["leader"] >= 0 for p in d["partitions"])
-                       for d in described):
-                    break
-                await asyncio.sleep(0.1)
-    finally:
-        await admin.close()
 
 
 def _specs(topics: Topics, names: Iterable[str]) -> list[TopicSpec]:
@@ -293,7 +265,7 @@ def publish_command(
                 bar.update(task, records=n)
 
         client_args = {"bootstrap_servers": bootstrap}
-        await _ensure_topics(_specs(topics, (topics.outcomes, topics.health, topics.deployments)), client_args)
+        await create_missing(_specs(topics, (topics.outcomes, topics.health, topics.deployments)), client_args)
         producer = AIOKafkaProducer(**client_args, acks="all", linger_ms=20)
         await producer.start()
         try:
@@ -481,7 +453,7 @@ def deployments_sync_command(
             )
 
     async def run() -> tuple[list[DeploymentRecord], int]:
-        await _ensure_topics(_specs(Topics(prefix), (topic,)), client_args)
+        await create_missing(_specs(Topics(prefix), (topic,)), client_args)
         deletions: list[DeploymentRecord] = []
         if delete_missing:
             wanted = {r.deployment_id for r in records}

@@ -1,9 +1,12 @@
-"""Creating the contract's topics when missing (the worker does it at start, idempotently)."""
+"""Creating the contract's topics when missing: the worker at start, `coolant publish` before sending."""
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import logging
+import time
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
@@ -14,13 +17,13 @@ from coolant.topics import Topics, TopicSpec
 log = logging.getLogger(__name__)
 
 
-async def ensure_topics(
-    names: Topics, client_args: dict[str, Any], partitions: int, extra: tuple[str, ...] = ()
-) -> dict[str, int]:
-    """Create missing topics; return every topic's partition count (existing topics keep theirs)."""
-    wanted = {s.name: s for s in names.specs(partitions)}
-    for name in extra:
-        wanted.setdefault(name, TopicSpec(name, partitions))
+async def create_missing(specs: Iterable[TopicSpec], client_args: Mapping[str, Any]) -> dict[str, int]:
+    """Create the missing topics, wait for their leaders, and return every topic's partition count.
+
+    Existing topics keep their partition count. Creating explicitly matters: a broker that
+    auto-creates topics would make a deployments topic that is not compacted.
+    """
+    wanted = {s.name: s for s in specs}
     admin = AIOKafkaAdminClient(**client_args)
     await admin.start()
     try:
@@ -29,9 +32,25 @@ async def ensure_topics(
                    if s.name not in existing]
         if missing:
             log.info("creating topics: %s", ", ".join(t.name for t in missing))
-            with contextlib.suppress(TopicAlreadyExistsError):  # another worker won the race
+            with contextlib.suppress(TopicAlreadyExistsError):  # another worker or publisher won the race
                 await admin.create_topics(missing)
-        described = await admin.describe_topics(list(wanted))
-        return {d["topic"]: len(d["partitions"]) for d in described}
+        deadline = time.monotonic() + 10.0
+        while True:
+            described = await admin.describe_topics(list(wanted))
+            ready = all(d["error_code"] == 0 and d["partitions"] and all(p["leader"] >= 0 for p in d["partitions"])
+                        for d in described)
+            if ready or time.monotonic() > deadline:  # without leaders the first sends are retried noisily
+                return {d["topic"]: len(d["partitions"]) for d in described}
+            await asyncio.sleep(0.1)
     finally:
         await admin.close()
+
+
+async def ensure_topics(
+    names: Topics, client_args: Mapping[str, Any], partitions: int, extra: tuple[str, ...] = ()
+) -> dict[str, int]:
+    """Every topic of the contract under `names` (plus `extra`), created with `partitions` when missing."""
+    specs = {s.name: s for s in names.specs(partitions)}
+    for name in extra:
+        specs.setdefault(name, TopicSpec(name, partitions))
+    return await create_missing(specs.values(), client_args)

@@ -10,6 +10,7 @@ from __future__ import annotations
 import logging
 import ssl
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -142,36 +143,27 @@ class Decider:
         return rec
 
     async def _outcome_agent(self, stream: Any) -> None:
-        topic = self.pipeline.names.outcomes
-        store = self.request_store
-        async for batch in stream.take_events(BATCH_MAX, within=BATCH_WITHIN):
-            for event in batch:
-                rec = await self._decoded(event, Outcome)
-                if rec is None:
-                    continue
-                assert isinstance(rec, Outcome)
-                ps = store.load(rec.deployment_id)
-                step = step_outcome(self.registry.policy, ps, rec)
-                await self._publish(step, topic)
-                store.touch(rec.deployment_id, event.message.partition)
-            await store.flush(self.pipeline.app.producer)
+        await self._decide(stream, Outcome, self.request_store, step_outcome)
 
     async def _health_agent(self, stream: Any) -> None:
-        topic = self.pipeline.names.health
-        store = self.health_store
+        await self._decide(stream, Health, self.health_store, step_health)
+
+    async def _decide(
+        self, stream: Any, expected: type[Outcome] | type[Health], store: PathStore, step_fn: Callable[..., Step]
+    ) -> None:
+        """The agent loop of both paths: decide record by record, persist touched states per batch."""
         async for batch in stream.take_events(BATCH_MAX, within=BATCH_WITHIN):
             for event in batch:
-                rec = await self._decoded(event, Health)
+                rec = await self._decoded(event, expected)
                 if rec is None:
                     continue
-                assert isinstance(rec, Health)
                 dep = rec.deployment_id
                 ps = store.load(dep)
-                step = step_health(self.registry.policy, ps, rec)
-                if step.health is not None and not self.shadow:
+                step = step_fn(self.registry.policy, ps, rec)
+                if step.health is not None and not self.shadow:  # H1: health-state changes, for Redis
                     value = orjson.dumps({"deployment_id": dep, **step.health.to_dict()})
                     await self.pipeline.health_state.send(key=dep.encode(), value=value)
-                await self._publish(step, topic)
+                await self._publish(step, event.message.topic)
                 store.touch(dep, event.message.partition)
             await store.flush(self.pipeline.app.producer)
 
