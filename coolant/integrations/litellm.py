@@ -1,0 +1,647 @@
+"""`CoolantCallback`: a LiteLLM `CustomLogger` that publishes one `coolant.outcome/1` per attempt (contract §1.1).
+
+LiteLLM proxy (`config.yaml`; the proxy imports the dotted path and takes the module attribute):
+
+    litellm_settings:
+      callbacks: ["coolant.integrations.litellm.coolant_callback"]
+
+with `COOLANT_KAFKA_BOOTSTRAP` (required; without it the callback does nothing and warns once),
+`COOLANT_TOPIC_PREFIX` (default `coolant.`) and `COOLANT_GATEWAY_ID` (default `$HOSTNAME`) in the proxy's
+environment. In code: `litellm.callbacks = [CoolantCallback("kafka:9092")]`.
+
+What LiteLLM 1.110.2 calls, per attempt (each retry and each fallback hop is its own `litellm.<op>` call with
+its own logging object, so each reaches the hooks once):
+- async requests (`Router.acompletion`, the proxy): `async_log_failure_event`, awaited before the router
+  decides to retry or fall back; `async_log_success_event`, from LiteLLM's logging worker after the response
+  has been returned. The sync hooks are not called for async requests.
+- sync requests (`Router.completion`): `log_failure_event` on the request thread; `log_success_event` on
+  LiteLLM's logging thread pool.
+All four only build a record and hand it to a publisher's `publish` (an append to a bounded in-memory buffer,
+no I/O): by default a `Publisher` on the running event loop for the async hooks, a `SyncPublisher` thread
+for sync callers (see `CoolantCallback`). None of them ever raises into LiteLLM.
+
+Field sources (LiteLLM 1.110.2; `lp` = `kwargs["litellm_params"]`, `md` = `lp["metadata"]`):
+- `deployment_id`: `lp["model_info"]["id"]`, else `kwargs["model_id"]`; `model_group`: `md["model_group"]`.
+  A call without both (a plain `litellm.completion`, not routed) is not a deployment attempt: skipped.
+- `ts`, `latency_ms`: the hook's `end_time` and `end_time - start_time` (this attempt's own start).
+- `status_code`, `exception_type`, `exception_message`: `kwargs["exception"]`: its `status_code`, class name
+  (`RateLimitError`, ...), `str()` cut to 1,024 characters.
+- `retry_after`: the raw `Retry-After` header of the provider response the exception carries
+  (`exception.response.headers`, else `exception.litellm_response_headers`); never `retry-after-ms`.
+- `cooldown_time`: `lp["cooldown_time"]`. LiteLLM merges the request's `cooldown_time` kwarg and the
+  deployment's `litellm_params.cooldown_time` into it (the request wins), so a value may come from the
+  deployment; that decides the same duration (spec T1 ranks the record's value just above the params value).
+- `attempt`: `md["attempted_retries"]` on the requested group (0 = first try). On a fallback hop LiteLLM's
+  retry index restarts at 0, so the attempt is counted per request (`litellm_trace_id`) in this process.
+- `final`: true for a success. For a failure, false while the level's retry budget is not spent
+  (`md["attempted_retries"] < md["max_retries"]`), else true. LiteLLM decides a retry only after the failure
+  hook returned, so this is a forecast: a failure LiteLLM does not retry (no deployment left, a non-retryable
+  error) is still published `final: false`, and the last failure before a fallback hop `final: true`.
+- `gateway`: the constructor's `gateway`, else `COOLANT_GATEWAY_ID`, else `HOSTNAME`, else the host name.
+- `event_id`: `<litellm_call_id>:<16 hex digits>`, a hash of the attempt (deployment, retry, hop, start time):
+  unique per attempt (a proxy's call id is shared by all attempts of a request) and the same if LiteLLM ever
+  logs one attempt twice, so the worker drops such a copy (L2).
+
+Failures LiteLLM attributes to something other than the deployment are not published (spec §1 scope): advisor
+orchestration and deployment-selection failures, 404s on a response id, a video id or a background response
+poll, and stream stalls (LiteLLM's own `litellm.router_utils.cooldown_handlers` predicates decide).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import atexit
+import contextlib
+import hashlib
+import logging
+import math
+import os
+import socket
+import threading
+import time
+import uuid
+from collections import OrderedDict
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any, Final, Literal, Protocol
+
+from litellm.integrations.custom_logger import CustomLogger
+
+from coolant.publish import Publisher, SyncPublisher
+from coolant.schemas import Outcome
+
+__all__ = [
+    "ENV_BOOTSTRAP",
+    "ENV_GATEWAY",
+    "ENV_TOPIC_PREFIX",
+    "CallbackStats",
+    "CoolantCallback",
+    "build_outcome",
+    "coolant_callback",
+]
+
+log = logging.getLogger(__name__)
+
+ENV_BOOTSTRAP: Final = "COOLANT_KAFKA_BOOTSTRAP"
+ENV_TOPIC_PREFIX: Final = "COOLANT_TOPIC_PREFIX"
+ENV_GATEWAY: Final = "COOLANT_GATEWAY_ID"
+
+MAX_MESSAGE: Final = 1024
+"""Contract §1.1: publishers truncate `exception_message` to 1,024 characters."""
+MAX_RETRY_AFTER: Final = 256
+"""A longer `Retry-After` is no integer and no HTTP-date: keep the record small, T2 ignores it anyway."""
+ERROR_LOG_EVERY: Final = 60.0
+"""Seconds between two logged failures of the callback itself."""
+MAX_TRACKED_REQUESTS: Final = 4096
+"""Requests whose attempts are counted at once (for fallback hops); the oldest is forgotten first."""
+
+
+_Predicate = Callable[[BaseException, Mapping[str, Any]], bool]
+
+
+def _outside_predicates() -> tuple[_Predicate, ...]:
+    """LiteLLM's own tests for failures outside the selected deployment (spec §1: publishers must not report
+    them), each as `(exception, kwargs) -> bool`. A LiteLLM without one of them gets no filter for it."""
+    try:
+        from litellm.router_utils import cooldown_handlers as ch
+    except Exception:  # pragma: no cover - another LiteLLM layout
+        return ()
+
+    def by_exception(fn: Callable[..., Any]) -> _Predicate:
+        return lambda exc, kwargs: bool(fn(exc))
+
+    def by_params(fn: Callable[..., Any]) -> _Predicate:
+        return lambda exc, kwargs: bool(fn(exc, _mapping(kwargs.get("litellm_params"))))
+
+    def by_kwargs(fn: Callable[..., Any]) -> _Predicate:
+        return lambda exc, kwargs: bool(fn(exc, kwargs))
+
+    wanted = (
+        ("is_failure_outside_selected_deployment", by_exception),  # advisor orchestration, deployment selection
+        ("is_stream_stall", by_exception),
+        ("is_background_response_poll_not_found", by_params),
+        ("is_video_lookup_not_found", by_kwargs),
+        ("is_response_lookup_not_found", by_kwargs),
+    )
+    return tuple(wrap(fn) for name, wrap in wanted if callable(fn := getattr(ch, name, None)))
+
+
+_OUTSIDE: Final = _outside_predicates()
+
+
+class _Sink(Protocol):
+    def publish(self, record: Outcome) -> bool: ...
+
+
+@dataclass(frozen=True, slots=True)
+class CallbackStats:
+    """What the callback did with the attempts LiteLLM reported (all counters only grow).
+
+    - `published`: handed to the publisher and accepted (its own stats say whether Kafka took them).
+    - `dropped`: refused by the publisher (buffer full, Kafka unavailable, invalid; see its stats).
+    - `not_routed`: calls without a deployment id or model group (not made through a Router).
+    - `outside`: failures LiteLLM attributes to something other than the deployment.
+    - `disabled`: attempts seen while no Kafka bootstrap was configured.
+    - `errors`: the callback's own failures (a bug or an unexpected `kwargs`), logged and swallowed.
+    """
+
+    published: int = 0
+    dropped: int = 0
+    not_routed: int = 0
+    outside: int = 0
+    disabled: int = 0
+    errors: int = 0
+
+
+class _Skip(Exception):
+    """An attempt that is not published, with the counter it goes to."""
+
+    def __init__(self, counter: str) -> None:
+        super().__init__(counter)
+        self.counter = counter
+
+
+# -- reading LiteLLM's kwargs ---------------------------------------------------------------------
+
+
+def _mapping(value: object) -> Mapping[str, Any]:
+    return value if isinstance(value, Mapping) else {}
+
+
+def _int(value: object) -> int | None:
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        return value
+    if isinstance(value, str) and value.strip().isdigit():
+        return int(value.strip())
+    return None
+
+
+def _epoch(value: object) -> float | None:
+    if isinstance(value, datetime):
+        return value.timestamp()  # LiteLLM's times are naive local `datetime.now()`: .timestamp() reads them so
+    if isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value):
+        return float(value)
+    return None
+
+
+def _metadata(kwargs: Mapping[str, Any]) -> Mapping[str, Any]:
+    """The router's stamps: `litellm_params.metadata`, or `litellm_metadata` on the endpoints that use it."""
+    lp = _mapping(kwargs.get("litellm_params"))
+    for candidate in (lp.get("metadata"), lp.get("litellm_metadata"), kwargs.get("litellm_metadata")):
+        md = _mapping(candidate)
+        if "model_group" in md:
+            return md
+    return _mapping(lp.get("metadata"))
+
+
+def _deployment_id(kwargs: Mapping[str, Any], md: Mapping[str, Any]) -> str | None:
+    lp = _mapping(kwargs.get("litellm_params"))
+    for candidate in (_mapping(lp.get("model_info")).get("id"), kwargs.get("model_id"),
+                      _mapping(md.get("model_info")).get("id")):
+        if isinstance(candidate, str) and candidate:
+            return candidate
+    return None
+
+
+def _header(headers: object, name: str) -> str | None:
+    """`name` from httpx.Headers, a dict (any case) or a list of pairs."""
+    if headers is None:
+        return None
+    try:
+        getter = getattr(headers, "get", None)
+        if callable(getter):
+            value = getter(name)
+            if value is None and isinstance(headers, Mapping):
+                value = next((v for k, v in headers.items() if isinstance(k, str) and k.lower() == name), None)
+        else:
+            value = next((v for k, v in headers if isinstance(k, str) and k.lower() == name), None)  # type: ignore[attr-defined]
+    except Exception:
+        return None
+    return value if isinstance(value, str) else None
+
+
+def _retry_after(exc: BaseException) -> str | None:
+    """The raw `Retry-After` of the provider's response, as the exception carries it."""
+    response = getattr(exc, "response", None)
+    for headers in (getattr(response, "headers", None), getattr(exc, "litellm_response_headers", None),
+                    getattr(exc, "headers", None)):
+        value = _header(headers, "retry-after")
+        if value is not None:
+            return value[:MAX_RETRY_AFTER]
+    return None
+
+
+def _message(exc: BaseException) -> str | None:
+    try:
+        text = str(exc)
+    except Exception:
+        return None
+    return text[:MAX_MESSAGE] if text else None
+
+
+def _cooldown_time(lp: Mapping[str, Any]) -> float | None:
+    value = lp.get("cooldown_time")
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+        return None
+    return float(value)
+
+
+class _Attempts:
+    """Counts the attempts of each request (by `litellm_trace_id`) seen in this process.
+
+    LiteLLM stamps the retry index of the model group being tried (`attempted_retries`); a fallback hop starts
+    again at 0. The hooks of one request fire in attempt order (a failure hook returns before the router goes
+    on), so counting them numbers the hops too. Bounded: the least recently seen request is forgotten first.
+    """
+
+    def __init__(self, capacity: int = MAX_TRACKED_REQUESTS) -> None:
+        self.capacity = capacity
+        self._next: OrderedDict[str, int] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def number(self, trace_id: object, retry: int | None, hop: int | None) -> int | None:
+        first_level = not hop  # 0 or unknown: the requested group, where LiteLLM's retry index is exact
+        if not isinstance(trace_id, str) or not trace_id:
+            return retry if first_level else None
+        attempt: int | None
+        with self._lock:
+            if first_level and retry is not None:
+                attempt = retry
+            else:
+                seen = self._next.get(trace_id)
+                attempt = seen if seen is not None else (retry if first_level else None)
+            if attempt is not None:
+                self._next[trace_id] = attempt + 1
+                self._next.move_to_end(trace_id)
+                while len(self._next) > self.capacity:
+                    self._next.popitem(last=False)
+        return attempt
+
+
+def _event_id(kwargs: Mapping[str, Any], deployment_id: str, retry: int | None, hop: int | None,
+              start: float | None) -> str:
+    call_id = kwargs.get("litellm_call_id")
+    prefix = call_id[:100] if isinstance(call_id, str) and call_id else "litellm"
+    if start is None:
+        return f"{prefix}:{uuid.uuid4().hex[:16]}"
+    digest = hashlib.blake2b(f"{deployment_id}\n{hop}\n{retry}\n{start!r}".encode(), digest_size=8).hexdigest()
+    return f"{prefix}:{digest}"
+
+
+def build_outcome(
+    kwargs: Mapping[str, Any],
+    start_time: object,
+    end_time: object,
+    *,
+    ok: bool,
+    gateway: str | None = None,
+    attempts: _Attempts | None = None,
+) -> Outcome:
+    """The outcome record of one attempt, from what LiteLLM hands its logging hooks.
+
+    Raises `_Skip` for an attempt that is not published (not routed, or a failure outside the deployment).
+    """
+    md = _metadata(kwargs)
+    lp = _mapping(kwargs.get("litellm_params"))
+    deployment_id = _deployment_id(kwargs, md)
+    model_group = md.get("model_group")
+    if deployment_id is None or not isinstance(model_group, str) or not model_group:
+        raise _Skip("not_routed")
+    exc = kwargs.get("exception")
+    if not ok and isinstance(exc, BaseException):
+        for outside in _OUTSIDE:
+            try:
+                if outside(exc, kwargs):
+                    raise _Skip("outside")
+            except _Skip:
+                raise
+            except Exception:  # a predicate that cannot read this call: publish rather than guess
+                continue
+    start, end = _epoch(start_time), _epoch(end_time)
+    ts = end if end is not None else time.time()
+    retry, budget = _int(md.get("attempted_retries")), _int(md.get("max_retries"))
+    hop = _int(md.get("attempted_fallbacks"))
+    if attempts is not None:
+        attempt = attempts.number(kwargs.get("litellm_trace_id"), retry, hop)
+    else:
+        attempt = retry if not hop else None
+    if ok:
+        final: bool | None = True
+    elif retry is not None and budget is not None:
+        final = retry >= budget
+    else:
+        final = None
+    failure = exc if not ok and isinstance(exc, BaseException) else None
+    return Outcome(
+        event_id=_event_id(kwargs, deployment_id, retry, hop, start),
+        ts=ts,
+        deployment_id=deployment_id,
+        model_group=model_group,
+        ok=ok,
+        status_code=None if failure is None else _int(getattr(failure, "status_code", None)),
+        exception_type=None if failure is None else type(failure).__name__,
+        exception_message=None if failure is None else _message(failure),
+        retry_after=None if failure is None else _retry_after(failure),
+        cooldown_time=_cooldown_time(lp),
+        attempt=attempt if attempt is not None and attempt >= 0 else None,
+        final=final,
+        gateway=gateway,
+        latency_ms=round(max(0.0, end - start) * 1000.0, 3) if start is not None and end is not None else None,
+    )
+
+
+# -- the callback ---------------------------------------------------------------------------------
+
+
+class CoolantCallback(CustomLogger):
+    """Publishes an outcome record for every attempt LiteLLM reports to its logging hooks.
+
+    `bootstrap_servers`, `topic_prefix`, `gateway`: as given, else from `COOLANT_KAFKA_BOOTSTRAP`,
+    `COOLANT_TOPIC_PREFIX`, `COOLANT_GATEWAY_ID` (then `HOSTNAME`), read at the first attempt so the
+    module-level `coolant_callback` can be configured after import. Without a bootstrap the callback does
+    nothing (and warns once).
+
+    Publishers, started at the first attempt (`mode`):
+    - `"auto"` (default): the async hooks publish through a `coolant.publish.Publisher` on the running event
+      loop (the proxy's): `publish` is then an append to a buffer, with no thread and no lock contention, and
+      the Kafka sends are tasks on that loop. A new loop (the old one closed) gets a new publisher. The sync
+      hooks use that publisher too while its loop runs (its `publish` is thread-safe), else a `SyncPublisher`.
+    - `"thread"`: always a `SyncPublisher` (a daemon thread with its own loop). The request thread then
+      shares the GIL with the Kafka client: the hooks' tail latency is higher (see bench/fleet_compare.py).
+    `publisher`: any object with `publish(record) -> bool` to use instead; the callback never starts or stops
+    one it was given. `max_buffer`, `linger_ms`, `client_args` (e.g. SASL/SSL `AIOKafkaProducer` arguments),
+    `validate`, `reconnect_backoff`: the publishers'.
+    """
+
+    def __init__(
+        self,
+        bootstrap_servers: str | None = None,
+        *,
+        topic_prefix: str | None = None,
+        gateway: str | None = None,
+        publisher: _Sink | None = None,
+        mode: Literal["auto", "thread"] = "auto",
+        max_buffer: int = 10_000,
+        linger_ms: int = 20,
+        client_args: Mapping[str, Any] | None = None,
+        validate: bool = True,
+        reconnect_backoff: tuple[float, float] | None = None,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(**kwargs)
+        if mode not in ("auto", "thread"):
+            raise ValueError(f"mode must be 'auto' or 'thread', not {mode!r}")
+        # Public str attributes: LiteLLM keeps one logger per class and public str/int/bool attributes
+        # (`LoggingCallbackManager._get_custom_logger_key`), so differently configured instances both register.
+        self.bootstrap_servers = bootstrap_servers or ""
+        self.topic_prefix = topic_prefix or ""
+        self.mode = mode
+        self._bootstrap = bootstrap_servers
+        self._topic_prefix_arg = topic_prefix
+        self._gateway_arg = gateway
+        self._publisher_args: dict[str, Any] = {
+            "max_buffer": max_buffer, "linger_ms": linger_ms, "client_args": client_args, "validate": validate,
+        }
+        if reconnect_backoff is not None:
+            self._publisher_args["reconnect_backoff"] = reconnect_backoff
+        self._given = publisher
+        self._config: tuple[str, dict[str, Any]] | None = None  # (bootstrap, publisher kwargs) once resolved
+        self._resolved = False
+        self._gateway: str | None = gateway
+        self._thread_pub: SyncPublisher | None = None
+        self._loop_pub: Publisher | None = None
+        self._pub_loop: asyncio.AbstractEventLoop | None = None  # the loop `_loop_pub` runs on
+        self._lock = threading.Lock()
+        self._counts = dict.fromkeys(CallbackStats.__dataclass_fields__, 0)
+        self._count_lock = threading.Lock()
+        self._attempts = _Attempts()
+        self._warned_disabled = False
+        self._last_error_log = float("-inf")
+        self._atexit = False
+        self._closing: set[asyncio.Task[None]] = set()
+
+    # -- LiteLLM's hooks: sync requests (Router.completion) --
+
+    def log_success_event(self, kwargs: Any, response_obj: Any, start_time: Any, end_time: Any) -> None:
+        self._handle(kwargs, start_time, end_time, True, self._sync_sink)
+
+    def log_failure_event(self, kwargs: Any, response_obj: Any, start_time: Any, end_time: Any) -> None:
+        self._handle(kwargs, start_time, end_time, False, self._sync_sink)
+
+    # -- async requests (Router.acompletion, the proxy) --
+
+    async def async_log_success_event(self, kwargs: Any, response_obj: Any, start_time: Any, end_time: Any) -> None:
+        await self._handle_async(kwargs, start_time, end_time, True)
+
+    async def async_log_failure_event(self, kwargs: Any, response_obj: Any, start_time: Any, end_time: Any) -> None:
+        await self._handle_async(kwargs, start_time, end_time, False)
+
+    # -- the rest --
+
+    @property
+    def stats(self) -> CallbackStats:
+        with self._count_lock:
+            return CallbackStats(**self._counts)
+
+    @property
+    def publisher(self) -> Any:
+        """The publisher last used: the one given, the event-loop one, else the thread one (None before any)."""
+        return self._given or self._loop_pub or self._thread_pub
+
+    @property
+    def gateway(self) -> str | None:
+        return self._gateway
+
+    def flush(self, timeout: float = 5.0) -> None:
+        """Block (at most `timeout` s) until what was published is acknowledged: for tests and shutdown. The
+        event-loop publisher can only be waited for from another thread (on its loop, use `aflush`)."""
+        if self._thread_pub is not None:
+            self._thread_pub.flush(timeout)
+        pub, loop = self._loop_pub, self._pub_loop
+        if pub is not None and loop is not None and loop.is_running() and not _on_loop(loop):
+            with contextlib.suppress(Exception):
+                asyncio.run_coroutine_threadsafe(pub.flush(timeout), loop).result(timeout + 1.0)
+
+    async def aflush(self, timeout: float = 5.0) -> None:
+        """`flush` from a coroutine on the event-loop publisher's loop."""
+        pub = self._loop_pub
+        if pub is not None and self._pub_loop is asyncio.get_running_loop():
+            await pub.flush(timeout)
+        elif self._thread_pub is not None or pub is not None:
+            await asyncio.to_thread(self.flush, timeout)
+
+    def close(self, timeout: float = 5.0) -> None:
+        """Flush for up to `timeout` s and stop the callback's own publishers (a later attempt starts new ones).
+        The event-loop publisher is stopped on its loop: waited for from another thread, scheduled from its
+        own (use `aclose` there to wait)."""
+        with self._lock:
+            thread_pub, self._thread_pub = self._thread_pub, None
+            loop_pub, self._loop_pub = self._loop_pub, None
+            loop, self._pub_loop = self._pub_loop, None
+        if thread_pub is not None:
+            thread_pub.close(timeout)
+        if loop_pub is not None and loop is not None and not loop.is_closed():
+            with contextlib.suppress(Exception):
+                if _on_loop(loop):
+                    task = loop.create_task(loop_pub.stop(timeout))
+                    self._closing.add(task)
+                    task.add_done_callback(self._closing.discard)
+                elif loop.is_running():
+                    asyncio.run_coroutine_threadsafe(loop_pub.stop(timeout), loop).result(timeout + 1.0)
+                elif not _in_running_loop():  # its loop is idle (between runs): stop it there
+                    loop.run_until_complete(loop_pub.stop(timeout))
+
+    async def aclose(self, timeout: float = 5.0) -> None:
+        """`close` from a coroutine on the event-loop publisher's loop."""
+        with self._lock:
+            loop_pub = self._loop_pub
+            if loop_pub is not None and self._pub_loop is asyncio.get_running_loop():
+                self._loop_pub = self._pub_loop = None
+            else:
+                loop_pub = None
+        if loop_pub is not None:
+            await loop_pub.stop(timeout)
+        await asyncio.to_thread(self.close, timeout)
+
+    def _at_exit(self) -> None:
+        with contextlib.suppress(Exception):  # never fail the interpreter's exit
+            self.close(2.0)
+
+    def _count(self, name: str) -> None:
+        with self._count_lock:
+            self._counts[name] += 1
+
+    def _resolve(self) -> tuple[str, dict[str, Any]] | None:
+        """The configuration, read once (constructor arguments, else the environment)."""
+        if self._resolved:
+            return self._config
+        with self._lock:
+            if not self._resolved:
+                self._gateway = self._gateway_arg or _default_gateway()
+                bootstrap = self._bootstrap or os.environ.get(ENV_BOOTSTRAP, "").strip()
+                if bootstrap:
+                    prefix = self._topic_prefix_arg
+                    if prefix is None:
+                        prefix = os.environ.get(ENV_TOPIC_PREFIX) or None
+                    args = dict(self._publisher_args)
+                    if prefix is not None:
+                        args["topic_prefix"] = prefix
+                    self._config = (bootstrap, args)
+                    log.info("coolant: publishing LiteLLM outcomes to %s (topic prefix %r, gateway %s)",
+                             bootstrap, args.get("topic_prefix", "coolant."), self._gateway)
+                self._resolved = True
+        return self._config
+
+    def _sync_sink(self) -> _Sink | None:
+        """For hooks on a thread (no running loop of theirs): the live event-loop publisher, else the thread."""
+        if self._given is not None:
+            return self._given
+        pub, loop = self._loop_pub, self._pub_loop
+        if pub is not None and loop is not None and loop.is_running():
+            return pub
+        pub_thread = self._thread_pub
+        if pub_thread is not None:
+            return pub_thread
+        config = self._resolve()
+        if config is None:
+            return None
+        with self._lock:
+            if self._thread_pub is None:
+                started = SyncPublisher(config[0], **config[1])
+                started.start()
+                self._thread_pub = started
+                self._register_atexit()
+            return self._thread_pub
+
+    async def _async_sink(self) -> _Sink | None:
+        """For hooks on a running event loop: a publisher on that loop (in `"auto"` mode)."""
+        if self._given is not None or self.mode == "thread":
+            return self._sync_sink()
+        loop = asyncio.get_running_loop()
+        pub, pub_loop = self._loop_pub, self._pub_loop
+        if pub is not None and pub_loop is not None and (pub_loop is loop or pub_loop.is_running()):
+            return pub  # this loop's, or another thread's live loop (its publish is thread-safe)
+        config = self._resolve()
+        if config is None:
+            return None
+        with self._lock:
+            if self._loop_pub is not pub:
+                return self._loop_pub  # another hook made one meanwhile
+            # none yet, or its loop is gone (an `asyncio.run` that ended): what it still held is lost
+            pub = Publisher(config[0], **config[1])
+            self._loop_pub, self._pub_loop = pub, loop
+            self._register_atexit()
+        await pub.start()  # returns at once: the sender connects in the background
+        return pub
+
+    def _register_atexit(self) -> None:
+        if not self._atexit:
+            self._atexit = True
+            atexit.register(self._at_exit)
+
+    async def _handle_async(self, kwargs: Any, start_time: Any, end_time: Any, ok: bool) -> None:
+        try:
+            sink = await self._async_sink()
+        except Exception:
+            self._failed()
+            return
+        self._handle(kwargs, start_time, end_time, ok, lambda: sink)
+
+    def _handle(self, kwargs: Any, start_time: Any, end_time: Any, ok: bool,
+                sink_for: Callable[[], _Sink | None]) -> None:
+        """Build and publish; never raises, never waits (publish only appends to a bounded buffer)."""
+        try:
+            sink = sink_for()
+            if sink is None:
+                self._count("disabled")
+                if not self._warned_disabled:
+                    self._warned_disabled = True
+                    log.warning("coolant: %s is not set: LiteLLM outcomes are not published", ENV_BOOTSTRAP)
+                return
+            record = build_outcome(_mapping(kwargs), start_time, end_time, ok=ok, gateway=self._gateway,
+                                   attempts=self._attempts)
+            self._count("published" if sink.publish(record) else "dropped")
+        except _Skip as skip:
+            self._count(skip.counter)
+        except Exception:
+            self._failed()
+
+    def _failed(self) -> None:
+        self._count("errors")
+        now = time.monotonic()
+        if now - self._last_error_log >= ERROR_LOG_EVERY:  # a bug must not flood the gateway's log
+            self._last_error_log = now
+            log.exception("coolant: could not publish a LiteLLM outcome (%d errors so far)", self.stats.errors)
+
+
+def _in_running_loop() -> bool:
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return False
+    return True
+
+
+def _on_loop(loop: asyncio.AbstractEventLoop) -> bool:
+    try:
+        return asyncio.get_running_loop() is loop
+    except RuntimeError:
+        return False
+
+
+def _default_gateway() -> str:
+    for name in (ENV_GATEWAY, "HOSTNAME"):
+        value = os.environ.get(name, "").strip()
+        if value:
+            return value
+    try:
+        return socket.gethostname() or "litellm"
+    except OSError:  # pragma: no cover
+        return "litellm"
+
+
+coolant_callback: Final = CoolantCallback()
+"""The instance a LiteLLM proxy config names: `callbacks: ["coolant.integrations.litellm.coolant_callback"]`."""
