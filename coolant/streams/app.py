@@ -164,7 +164,7 @@ class Decider:
                     value = orjson.dumps({"deployment_id": dep, **step.health.to_dict()})
                     await self.pipeline.health_state.send(key=dep.encode(), value=value)
                 await self._publish(step, event.message.topic)
-                store.touch(dep, event.message.partition)
+                store.touch(dep, ps, event.message.partition)
             await store.flush(self.pipeline.app.producer)
 
     async def _publish(self, step: Step, topic: str) -> None:

@@ -76,6 +76,10 @@ class SeenView(MutableMapping[str, float]):
     def __len__(self) -> int:
         return len(self._ids)
 
+    def chunks(self) -> list[int]:
+        """The chunk numbers holding this deployment's flushed ids."""
+        return sorted(self._live)
+
     def drain(self) -> list[tuple[int, dict[str, float] | None]]:
         """Chunks to write: the new ids as one chunk, and None for each chunk now empty."""
         out: list[tuple[int, dict[str, float] | None]] = [(c, None) for c in self._emptied]
@@ -89,26 +93,46 @@ class SeenView(MutableMapping[str, float]):
 
 
 class PathStore:
-    """Load, mark and persist `PathState`s by deployment id over a state table and a seen table."""
+    """Load, mark and persist `PathState`s by deployment id over a state table and a seen table.
+
+    A state's table value is `{"state": …, "chunks": [seen chunk numbers]}`, so a deployment loads
+    with exactly its seen ids. Loaded states are cached as objects together with the table value
+    they came from; a value replaced behind our back (changelog recovery, a standby promoted after
+    a rebalance) is a different object, so the next load rebuilds from the table.
+    """
 
     def __init__(self, state_table: Any, seen_table: Any) -> None:
         self.state_table = state_table
         self.seen_table = seen_table
-        self._states: dict[str, PathState] = {}
-        self._dirty: dict[str, int] = {}
+        self._states: dict[str, tuple[PathState, bytes | None]] = {}
+        self._dirty: dict[str, tuple[PathState, int]] = {}
 
     def load(self, deployment_id: str) -> PathState:
-        ps = self._states.get(deployment_id)
-        if ps is None:
-            raw = self.state_table.data.get(deployment_id.encode())
-            ps = PathState() if raw is None else PathState.from_dict(orjson.loads(raw))
-            ps.seen = SeenView()
-            self._states[deployment_id] = ps
+        dirty = self._dirty.get(deployment_id)
+        if dirty is not None:  # changed in this batch: ours is newer than anything in the table
+            return dirty[0]
+        key = deployment_id.encode()
+        raw = self.state_table.data.get(key)
+        cached = self._states.get(deployment_id)
+        if cached is not None and cached[1] is raw:
+            return cached[0]
+        view = SeenView()
+        if raw is None:
+            ps = PathState()
+        else:
+            stored = orjson.loads(raw)
+            ps = PathState.from_dict(stored["state"])
+            for chunk in stored["chunks"]:
+                ids = self.seen_table.data.get(key + SEP + str(chunk).encode())
+                if ids is not None:
+                    view.load_chunk(chunk, orjson.loads(ids))
+        ps.seen = view
+        self._states[deployment_id] = (ps, raw)
         return ps
 
-    def touch(self, deployment_id: str, partition: int) -> None:
+    def touch(self, deployment_id: str, ps: PathState, partition: int) -> None:
         """Mark the deployment's state changed by a record from `partition`."""
-        self._dirty[deployment_id] = partition
+        self._dirty[deployment_id] = (ps, partition)
 
     async def flush(self, producer: Any) -> int:
         """Write every touched state and its changed seen chunks; returns the number of writes.
@@ -120,12 +144,8 @@ class PathStore:
         writes = 0
         state_topic = self.state_table.changelog_topic.get_topic_name()
         seen_topic = self.seen_table.changelog_topic.get_topic_name()
-        for deployment_id, partition in self._dirty.items():
-            ps = self._states[deployment_id]
+        for deployment_id, (ps, partition) in self._dirty.items():
             key = deployment_id.encode()
-            value = orjson.dumps(ps.to_dict())
-            self.state_table.data[key] = value
-            await producer.send(state_topic, key, value, partition, None, None)
             view = ps.seen
             assert isinstance(view, SeenView)
             for chunk, ids in view.drain():
@@ -138,20 +158,14 @@ class PathStore:
                     self.seen_table.data[chunk_key] = chunk_value
                     await producer.send(seen_topic, chunk_key, chunk_value, partition, None, None)
                 writes += 1
+            value = orjson.dumps({"state": ps.to_dict(), "chunks": view.chunks()})
+            self.state_table.data[key] = value
+            self._states[deployment_id] = (ps, value)
+            await producer.send(state_topic, key, value, partition, None, None)
             writes += 1
         self._dirty.clear()
         return writes
 
     def reset(self) -> None:
-        """After a rebalance's recovery: drop cached objects; seen ids come back from the table."""
+        """After a rebalance's recovery: forget cached objects (the identity check would catch them too)."""
         self._states.clear()
-        self._dirty.clear()
-        views: dict[str, SeenView] = {}
-        for key, value in list(self.seen_table.data.items()):
-            dep, _, chunk = bytes(key).partition(SEP)
-            views.setdefault(dep.decode(), SeenView()).load_chunk(int(chunk), orjson.loads(value))
-        for deployment_id, view in views.items():
-            raw = self.state_table.data.get(deployment_id.encode())
-            ps = PathState() if raw is None else PathState.from_dict(orjson.loads(raw))
-            ps.seen = view
-            self._states[deployment_id] = ps

@@ -8,6 +8,7 @@ and data dir, so tests never see each other's records even on the shared broker 
 from __future__ import annotations
 
 import asyncio
+import atexit
 import contextlib
 import json
 import os
@@ -167,6 +168,35 @@ def fleet_traffic(n: int = 3000, seed: int = 1, t0: float = T0, tag: str = "") -
             lines.append(outcome(f"{eid}-late", round(ts - 400, 3), dep, False, status_code=429,
                                  exception_type="RateLimitError", **common))
     return lines
+
+
+def sentinels(lines: list[bytes], tag: str = "end") -> list[bytes]:
+    """One 401 per deployment, two minutes after the last record: each always cools its deployment (non_retryable,
+    ending after any earlier cooldown), so once every sentinel's cooldown is on the topic, every record published
+    before it in the same partition has been processed. A completion barrier that needs no consumer offsets."""
+    last = max(orjson.loads(line)["ts"] for line in lines)
+    return [outcome(f"sentinel-{tag}-{dep}", round(last + 120 + i / 100, 3), dep, False, status_code=401,
+                    exception_type="AuthenticationError", exception_message="litellm.AuthenticationError: sentinel")
+            for i, dep in enumerate(DEPLOYMENTS)]
+
+
+async def wait_sentinels(bootstrap: str, topic: str, lines: list[bytes], timeout: float = 90.0,
+                         on_timeout: Callable[[], str] | None = None) -> list[dict[str, Any]]:
+    """Until the cooldowns of every sentinel among `lines` are on `topic`; returns the topic's records then."""
+    want = {orjson.loads(line)["event_id"] for line in lines if b'"sentinel-' in line}
+    got: list[dict[str, Any]] = []
+
+    async def all_there() -> bool:
+        nonlocal got
+        try:
+            got = await read_json(bootstrap, topic)
+        except Exception:  # a broker coming back: poll again
+            return False
+        missing = want - {cd["trigger_event_id"] for cd in got}
+        return not missing
+
+    await wait_for(all_there, f"the cooldowns of {len(want)} sentinel records on {topic}", timeout, 1.0, on_timeout)
+    return got
 
 
 def write_jsonl(path: Path, lines: Iterable[bytes]) -> Path:
@@ -352,11 +382,8 @@ async def wait_caught_up(bootstrap: str, group: str, topic: str, timeout: float 
 
 async def create_topics(bootstrap: str, prefix: str, partitions: int, timeout: float = 30.0) -> None:
     """Create the contract's topics under `prefix` as `coolant worker` would, and wait until the broker describes
-    every one with all its partitions.
-
-    Workaround: coolant.streams.admin.ensure_topics describes the topics right after creating them, and the
-    broker often still answers UNKNOWN_TOPIC_OR_PARTITION with no partitions then; the worker then dies at start
-    with "Topic cannot have zero partitions". Pre-created topics are only described, which is reliable.
+    every one with all its partitions. Not used by default (the worker creates its own topics); `Case(precreate=True)`
+    takes the worker's topic creation out of a test.
     """
     from coolant.topics import Topics
 
@@ -420,6 +447,25 @@ def _http_get(url: str, timeout: float = 5.0) -> tuple[int, str]:
 # The worker subprocess
 
 
+_RUNNING: set[Worker] = set()
+
+
+@atexit.register
+def _kill_leftovers() -> None:
+    """A test run that dies (Ctrl-C, a timeout) must not leave workers behind: they run in their own session."""
+    for w in list(_RUNNING):
+        w.kill()
+
+
+def _child_setup() -> None:
+    """In the worker process: its own session (no terminal signals), and SIGTERM when the test process dies."""
+    os.setsid()
+    with contextlib.suppress(Exception):
+        import ctypes
+
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG (Linux)
+
+
 class Worker:
     """`coolant worker` as a subprocess with its own web port, data dir and log file."""
 
@@ -475,7 +521,8 @@ class Worker:
             log.write(f"$ {' '.join(self.cmd)}\n".encode())
             log.flush()
             self.proc = subprocess.Popen(self.cmd, cwd=ROOT, env=self.env, stdout=log, stderr=subprocess.STDOUT,
-                                         stdin=subprocess.DEVNULL, start_new_session=True)
+                                         stdin=subprocess.DEVNULL, preexec_fn=_child_setup)
+        _RUNNING.add(self)
         return self
 
     @property
@@ -537,6 +584,7 @@ class Worker:
             except subprocess.TimeoutExpired:
                 self.proc.kill()
                 self.proc.wait(10)
+        _RUNNING.discard(self)
         return self.proc.returncode
 
     def kill(self) -> None:
@@ -544,6 +592,7 @@ class Worker:
         if self.proc is not None and self.proc.poll() is None:
             self.proc.kill()
             self.proc.wait(10)
+        _RUNNING.discard(self)
 
 
 async def wait_assigned(workers: list[Worker], timeout: float = 90.0) -> None:
@@ -680,7 +729,7 @@ class KafkaBroker:
 class Case:
     """One test's names (topic prefix, app id, Redis key prefix), config, workers and services, and their cleanup."""
 
-    def __init__(self, tmp: Path, precreate: bool = True) -> None:
+    def __init__(self, tmp: Path, precreate: bool = False) -> None:
         self.tmp = tmp
         self.tag = uid()
         self.prefix = f"it-{self.tag}."
@@ -715,7 +764,7 @@ class Case:
 
     async def worker(self, name: str, bootstrap: str, *, redis_url: str | None = None, partitions: int = 2,
                      env: dict[str, str] | None = None, loglevel: str | None = None) -> Worker:
-        """Start a worker (topics pre-created first, see `create_topics`); not yet waited for."""
+        """Start a worker (it creates its topics; with `precreate`, they exist before); not yet waited for."""
         self.bootstraps.add(bootstrap)
         if self.precreate:
             await create_topics(bootstrap, self.prefix, partitions)
@@ -748,15 +797,16 @@ class Case:
         print(self.logs())  # pytest shows captured output only when the test failed
         for b in self.brokers:
             print(b.log_tail())
+        keep = os.environ.get("COOLANT_IT_KEEP") == "1"  # debugging: leave topics and keys for inspection
         for bootstrap in self.bootstraps:
-            if all(b.bootstrap != bootstrap for b in self.brokers):
+            if not keep and all(b.bootstrap != bootstrap for b in self.brokers):
                 await delete_topics(bootstrap, [self.prefix, self.app_id])
         for b in self.brokers:
             with contextlib.suppress(Exception):
                 b.stop()
         for r in self.redis_servers:
             r.stop()
-        if redis_url is not None:
+        if redis_url is not None and not keep:
             await delete_redis_keys(redis_url, self.key_prefix)
 
 
