@@ -483,6 +483,7 @@ class Worker:
         partitions: int = 2,
         env: dict[str, str] | None = None,
         loglevel: str | None = None,
+        extra_args: tuple[str, ...] = (),
     ) -> None:
         self.name = name
         self.bootstrap = bootstrap
@@ -507,6 +508,7 @@ class Worker:
             self.cmd.append("--no-materialize")
         else:
             self.cmd += ["--redis-url", redis_url, "--redis-key-prefix", redis_key_prefix]
+        self.cmd += extra_args
         self.env = {k: v for k, v in os.environ.items() if k not in _FAUST_ENV}
         self.env.update(env or {})
         self.env["PYTHONUNBUFFERED"] = "1"
@@ -763,14 +765,15 @@ class Case:
         return run_replay(events, self.config, self.tmp / f"{name}.replay.jsonl")
 
     async def worker(self, name: str, bootstrap: str, *, redis_url: str | None = None, partitions: int = 2,
-                     env: dict[str, str] | None = None, loglevel: str | None = None) -> Worker:
+                     env: dict[str, str] | None = None, loglevel: str | None = None,
+                     extra_args: tuple[str, ...] = ()) -> Worker:
         """Start a worker (it creates its topics; with `precreate`, they exist before); not yet waited for."""
         self.bootstraps.add(bootstrap)
         if self.precreate:
             await create_topics(bootstrap, self.prefix, partitions)
         w = Worker(name=name, config=self.config, bootstrap=bootstrap, topic_prefix=self.prefix, app_id=self.app_id,
                    workdir=self.tmp, redis_url=redis_url, redis_key_prefix=self.key_prefix, partitions=partitions,
-                   env=env, loglevel=loglevel)
+                   env=env, loglevel=loglevel, extra_args=extra_args)
         self.workers.append(w)
         w.start()
         return w

@@ -19,6 +19,9 @@ from typing import Any
 
 import orjson
 import pytest
+import yaml
+
+from coolant.config import override
 
 from .harness import (
     DEPLOYMENTS,
@@ -37,11 +40,13 @@ from .harness import (
     read_json,
     read_topic,
     redis_mismatches,
+    run_replay,
     sentinels,
     wait_assigned,
     wait_caught_up,
     wait_for,
     wait_sentinels,
+    write_jsonl,
 )
 
 pytestmark = pytest.mark.integration
@@ -305,3 +310,29 @@ async def test_broker_restart(case: Case) -> None:
     await wait_caught_up(bs, case.app_id, case.outcomes, timeout=60, on_timeout=case.logs)
     print(f"broker restart: {len(got)} cooldown messages, {len(by_id(got))} distinct, {n_dups} duplicate messages")
 
+
+
+async def test_shadow_policy_writes_only_the_shadow_topic(case: Case, kafka_bootstrap: str, redis_url: str) -> None:
+    """`--shadow-config`: a candidate decides on the same records, into `<prefix>cooldowns.shadow` only."""
+    lines = fleet_traffic(3000, seed=6)
+    raw = yaml.safe_load(case.config.read_text())
+    candidate = case.tmp / "candidate.yaml"
+    candidate.write_text(yaml.safe_dump(override(raw, "router_settings.allowed_fails", 0)))
+    expected = case.replay(lines)
+    expected_shadow = run_replay(write_jsonl(case.tmp / "shadow.jsonl", lines), candidate, case.tmp / "shadow.out")
+    assert {cd["event_id"] for cd in expected_shadow} != {cd["event_id"] for cd in expected}, "policies must differ"
+    w = await case.worker("a", kafka_bootstrap, redis_url=redis_url,
+                          extra_args=("--shadow-config", str(candidate)))
+    await w.wait_ready()
+    await produce_lines(kafka_bootstrap, case.outcomes, lines)
+    await wait_caught_up(kafka_bootstrap, case.app_id, case.outcomes, on_timeout=case.logs)
+    assert_same_cooldowns(await read_json(kafka_bootstrap, case.cooldowns), expected, allow_duplicates=False)
+    shadow = await read_json(kafka_bootstrap, case.cooldowns + ".shadow")
+    assert_same_cooldowns(shadow, expected_shadow, allow_duplicates=False)
+    assert await w.metric("coolant_shadow_cooldowns_total") == len(expected_shadow)
+    # Redis holds the enforced policy's cooldowns only
+    await wait_caught_up(kafka_bootstrap, case.app_id, case.cooldowns, on_timeout=case.logs)
+    latest = latest_per_deployment(expected)
+    idle = [d for d in DEPLOYMENTS if d not in latest]
+    problems = await redis_mismatches(redis_url, case.key_prefix, latest, idle)
+    assert not problems, "\n".join(problems[:10])
