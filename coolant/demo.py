@@ -78,7 +78,7 @@ def _screen(state: DemoState, minutes: float) -> Group:
     )
     active = Table(title="active cooldowns in Redis (what every LiteLLM router sees)", expand=True)
     for col in ("deployment", "group", "reason", "status", "remaining s"):
-        active.add_column(col)
+        active.add_column(col, no_wrap=True, min_width=len(BROKEN_KEY) if col == "deployment" else None)
     for c in state.active:
         active.add_row(c.deployment_id, c.model_group or "-", c.reason or "-", c.status_code or "-",
                        f"{c.remaining:5.1f}")
@@ -86,7 +86,7 @@ def _screen(state: DemoState, minutes: float) -> Group:
         active.add_row("-", "-", "-", "-", "-")
     feed = Table(title="coolant.cooldowns (the alert feed), newest last", expand=True)
     for col in ("start", "deployment", "reason", "status", "seconds", "window s/f"):
-        feed.add_column(col)
+        feed.add_column(col, no_wrap=True, min_width=len(BROKEN_KEY) if col == "deployment" else None)
     for cd in state.cooldowns[-8:]:
         feed.add_row(time.strftime("%H:%M:%S", time.gmtime(cd.ts)), cd.deployment_id, cd.reason,
                      str(cd.status_code), str(cd.cooldown_time), f"{cd.window.successes}/{cd.window.failures}")
