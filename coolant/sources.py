@@ -6,6 +6,7 @@ import gzip
 import os
 import sys
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import BinaryIO
 
 Line = tuple[str, int, bytes]
@@ -46,52 +47,48 @@ def total_size(paths: list[str]) -> int:
     return sum(os.path.getsize(p) for p in paths if p != "-")
 
 
+@contextmanager
+def _reading(path: str) -> Iterator[tuple[BinaryIO, BinaryIO | None]]:
+    """(decompressed stream, underlying file or None for stdin); read errors become SourceError."""
+    stream, raw = _open(path)
+    seekable = raw is not sys.stdin.buffer
+    try:
+        yield stream, (raw if seekable else None)
+    except (OSError, EOFError) as exc:  # includes a corrupt gzip stream
+        raise SourceError(f"{path}: read failed: {exc}") from None
+    finally:
+        if seekable:
+            stream.close()
+            raw.close()
+
+
 def read_lines(paths: list[str], on_bytes: Callable[[int], None] | None = None) -> Iterator[Line]:
     """Yield every non-blank line of every file, in order. `on_bytes` receives on-disk bytes consumed."""
     for path in paths:
-        stream, raw = _open(path)
-        seekable = raw is not sys.stdin.buffer
-        last = 0
-        try:
+        with _reading(path) as (stream, raw):
+            last = 0
             for lineno, data in enumerate(stream, 1):
-                if on_bytes is not None and seekable and not lineno & 0xFFF:
+                if on_bytes is not None and raw is not None and not lineno & 0xFFF:
                     pos = raw.tell()
                     on_bytes(pos - last)
                     last = pos
                 if not data.isspace():
                     yield path, lineno, data
-            if on_bytes is not None and seekable:
+            if on_bytes is not None and raw is not None:
                 on_bytes(raw.tell() - last)
-        except (OSError, EOFError) as exc:
-            raise SourceError(f"{path}: read failed: {exc}") from None
-        finally:
-            if seekable:
-                stream.close()
-                raw.close()
 
 
 def read_blocks(paths: list[str], on_bytes: Callable[[int], None] | None = None) -> Iterator[Block]:
     """Yield each file as blocks of whole lines (about 1 MB each), in order, for batch decoding."""
     for path in paths:
-        stream, raw = _open(path)
-        seekable = raw is not sys.stdin.buffer
-        lineno, last = 1, 0
-        try:
-            while True:
-                block = stream.read(BLOCK_BYTES)
-                if not block:
-                    break
+        with _reading(path) as (stream, raw):
+            lineno, last = 1, 0
+            while block := stream.read(BLOCK_BYTES):
                 if not block.endswith(b"\n"):
                     block += stream.readline()
                 yield path, lineno, block
                 lineno += block.count(b"\n")
-                if on_bytes is not None and seekable:
+                if on_bytes is not None and raw is not None:
                     pos = raw.tell()
                     on_bytes(pos - last)
                     last = pos
-        except (OSError, EOFError) as exc:
-            raise SourceError(f"{path}: read failed: {exc}") from None
-        finally:
-            if seekable:
-                stream.close()
-                raw.close()

@@ -29,9 +29,11 @@ from typing import Any, TypeVar
 import orjson
 import yaml
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
-from aiokafka.admin import AIOKafkaAdminClient, NewTopic
-from aiokafka.errors import TopicAlreadyExistsError
+from aiokafka.admin import AIOKafkaAdminClient
 from prometheus_client.parser import text_string_to_metric_families
+
+from coolant.streams.admin import ensure_topics
+from coolant.topics import Topics
 
 ROOT = Path(__file__).resolve().parents[2]
 T0 = 1_800_000_000.0
@@ -381,27 +383,10 @@ async def wait_caught_up(bootstrap: str, group: str, topic: str, timeout: float 
 
 
 async def create_topics(bootstrap: str, prefix: str, partitions: int, timeout: float = 30.0) -> None:
-    """Create the contract's topics under `prefix` as `coolant worker` would, and wait until the broker describes
-    every one with all its partitions. Not used by default (the worker creates its own topics); `Case(precreate=True)`
-    takes the worker's topic creation out of a test.
+    """Create the contract's topics under `prefix` exactly as `coolant worker` does. Not used by default (the
+    worker creates its own topics); `Case(precreate=True)` takes the worker's topic creation out of a test.
     """
-    from coolant.topics import Topics
-
-    specs = Topics(prefix).specs(partitions)
-    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap)
-    await admin.start()
-    try:
-        with contextlib.suppress(TopicAlreadyExistsError):
-            await admin.create_topics([NewTopic(s.name, s.partitions, 1, topic_configs=s.config) for s in specs])
-        want = {s.name: s.partitions for s in specs}
-
-        async def described() -> bool:
-            got = await admin.describe_topics(list(want))
-            return all(d["error_code"] == 0 and len(d["partitions"]) == want[d["topic"]] for d in got)
-
-        await wait_for(described, f"topics {prefix}* to be described", timeout, 0.2)
-    finally:
-        await admin.close()
+    await asyncio.wait_for(ensure_topics(Topics(prefix), {"bootstrap_servers": bootstrap}, partitions), timeout)
 
 
 async def delete_topics(bootstrap: str, prefixes: Iterable[str]) -> None:
@@ -747,15 +732,15 @@ class Case:
 
     @property
     def outcomes(self) -> str:
-        return self.prefix + "outcomes"
+        return Topics(self.prefix).outcomes
 
     @property
     def cooldowns(self) -> str:
-        return self.prefix + "cooldowns"
+        return Topics(self.prefix).cooldowns
 
     @property
     def deadletter(self) -> str:
-        return self.prefix + "deadletter"
+        return Topics(self.prefix).deadletter
 
     def log(self, msg: str) -> None:
         print(f"[{time.monotonic() - self.t_start:6.1f} s] {msg}", flush=True)
