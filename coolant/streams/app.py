@@ -1,8 +1,8 @@
 """The Faust app: topics, tables and thin agents around the pure policy core.
 
 Each agent: raw bytes -> decode (dead letter if invalid) -> load the deployment's path state ->
-`step_outcome`/`step_health` -> publish the cooldown -> save the state. No policy decision is
-made here; the same functions run in `coolant replay`.
+`step_outcome`/`step_health` -> publish the cooldown (and wait until durable); the touched states
+are saved once per batch. No policy decision is made here; the same functions run in `coolant replay`.
 """
 
 from __future__ import annotations
