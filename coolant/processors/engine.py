@@ -1,7 +1,7 @@
 """The policy engine: one record in, at most one cooldown out (spec §3.2, §3.10, §4).
 
 `step_outcome` and `step_health` are the per-deployment stage: they read the policy, update
-the `DeploymentState` they are given, and return a `Step`. `Engine` composes them with the
+the `PathState` they are given (request or health path, D6), and return a `Step`. `Engine` composes them with the
 group-level ejection filter over in-memory states; replay, tuning and tests use it, and the
 live agents run the same functions over states they persist.
 """
@@ -171,8 +171,7 @@ class Engine:
     def feed(self, rec: Record) -> Step:
         """Process one record in order. Deployment (R2: replay uses the config) and cooldown records are ignored."""
         if isinstance(rec, Outcome):
-            st = self.states.get(rec.deployment_id) or self.state(rec.deployment_id)
-            step = step_outcome(self.policy, st.request, rec)
+            step = step_outcome(self.policy, self.state(rec.deployment_id).request, rec)
         elif isinstance(rec, Health):
             step = step_health(self.policy, self.state(rec.deployment_id).health, rec)
         else:
