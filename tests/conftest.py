@@ -15,11 +15,14 @@ import os
 import subprocess
 import sys
 import warnings
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
-from typing import NoReturn
+from typing import TYPE_CHECKING, NoReturn
 
 import pytest
+
+if TYPE_CHECKING:
+    from tests.integration.harness import Case
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -110,3 +113,15 @@ def redis_url() -> Iterator[str]:
     except RuntimeError as exc:
         _unavailable("redis", f"no REDIS_URL, no Docker engine, and {exc}")
     yield url
+
+
+@pytest.fixture
+async def case(tmp_path: Path, redis_url: str) -> AsyncIterator[Case]:
+    """One live-pipeline test's own topics, workers and services (tests/integration/harness.py), cleaned up after."""
+    from tests.integration.harness import Case
+
+    c = Case(tmp_path)
+    try:
+        yield c
+    finally:
+        await c.close(redis_url)

@@ -13,8 +13,6 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import AsyncIterator
-from pathlib import Path
 from typing import Any
 
 import orjson
@@ -50,15 +48,6 @@ from .harness import (
 )
 
 pytestmark = pytest.mark.integration
-
-
-@pytest.fixture
-async def case(tmp_path: Path, redis_url: str) -> AsyncIterator[Case]:
-    c = Case(tmp_path)
-    try:
-        yield c
-    finally:
-        await c.close(redis_url)
 
 
 def assert_same_cooldowns(got: list[dict[str, Any]], want: list[dict[str, Any]], *, allow_duplicates: bool) -> int:

@@ -14,8 +14,7 @@ from __future__ import annotations
 import asyncio
 import time
 import uuid
-from collections.abc import AsyncIterator, Iterator
-from pathlib import Path
+from collections.abc import Iterator
 from typing import Any
 from urllib.parse import urlparse
 
@@ -44,15 +43,6 @@ def fake() -> Iterator[FakeOpenAI]:
         yield server
     finally:
         server.stop()
-
-
-@pytest.fixture
-async def case(tmp_path: Path, redis_url: str) -> AsyncIterator[Case]:
-    c = Case(tmp_path)
-    try:
-        yield c
-    finally:
-        await c.close(redis_url)
 
 
 @pytest.fixture
