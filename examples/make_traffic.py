@@ -71,35 +71,21 @@ for rec in simulate(s1(), T0, 180, seed=3, cooldown_aware=EngineCooldowns(pol)):
 AUTH = "litellm.AuthenticationError: GeminiException - API key not valid. Please pass a valid API key."
 # B. 00:04 -- S4: the paid key is rotated wrongly. The prober sees it first, then a request.
 probe("probe-0401", 241.0, "gemini-pro-paid-1", "gemini-pro-plan", False, 401, "AuthenticationError", AUTH)
-out(
-    "req-0402-a0",
-    245.2,
-    "gemini-pro-paid-1",
-    "gemini-pro-plan",
-    False,
-    401,
-    "litellm.AuthenticationError",
-    AUTH,
-    gw="litellm-1",
-    attempt=0,
-    final=False,
-    latency_ms=92.0,
-)
-# ... an at-least-once publisher sends that record twice
-out(
-    "req-0402-a0",
-    245.2,
-    "gemini-pro-paid-1",
-    "gemini-pro-plan",
-    False,
-    401,
-    "litellm.AuthenticationError",
-    AUTH,
-    gw="litellm-1",
-    attempt=0,
-    final=False,
-    latency_ms=92.0,
-)
+for _ in range(2):  # ... sent twice, as an at-least-once publisher does
+    out(
+        "req-0402-a0",
+        245.2,
+        "gemini-pro-paid-1",
+        "gemini-pro-plan",
+        False,
+        401,
+        "litellm.AuthenticationError",
+        AUTH,
+        gw="litellm-1",
+        attempt=0,
+        final=False,
+        latency_ms=92.0,
+    )
 out(
     "req-0402-a1",
     246.3,
