@@ -21,7 +21,7 @@ from faust.sensors.prometheus import setup_prometheus_sensors
 from coolant.config import Config, KafkaSettings, resolve_secret
 from coolant.processors import HealthState, Policy, Step, step_health, step_outcome
 from coolant.processors.ejection import passes
-from coolant.schemas import Cooldown, Health, InvalidRecord, Outcome, decode, encode
+from coolant.schemas import Cooldown, Health, InvalidRecord, Outcome, Record, decode, encode
 from coolant.streams import metrics
 from coolant.streams.deadletter import deadletter_value
 from coolant.streams.pathstore import PathStore
@@ -127,21 +127,6 @@ class Decider:
         p = self.pipeline
         await follow(self.registry, p.names.deployments, kafka_client_args(p.cfg.runtime.kafka))
 
-    async def _decoded(self, event: Any, expected: type[Outcome] | type[Health]) -> Outcome | Health | None:
-        """The record, or None after dead-lettering it (the enforced decider alone dead-letters)."""
-        try:
-            rec = decode(event.value)
-        except InvalidRecord as exc:
-            if not self.shadow:
-                await self.pipeline.dead_letter(event, str(exc))
-            return None
-        if type(rec) is not expected:
-            if not self.shadow:
-                problem = f"schema: expected {expected.schema} on {event.message.topic}, got {rec.schema}"
-                await self.pipeline.dead_letter(event, problem)
-            return None
-        return rec
-
     async def _outcome_agent(self, stream: Any) -> None:
         await self._decide(stream, Outcome, self.request_store, step_outcome)
 
@@ -154,7 +139,7 @@ class Decider:
         """The agent loop of both paths: decide record by record, persist touched states per batch."""
         async for batch in stream.take_events(BATCH_MAX, within=BATCH_WITHIN):
             for event in batch:
-                rec = await self._decoded(event, expected)
+                rec = await self.pipeline.decoded(event, expected, dead_letter=not self.shadow)
                 if rec is None:
                     continue
                 dep = rec.deployment_id
@@ -260,17 +245,30 @@ class Pipeline:
         value = deadletter_value(error, msg.topic, msg.partition, msg.offset, event.value)
         await self.deadletter.send(key=event.key, value=value)
 
+    async def decoded(self, event: Any, expected: type[Record], *, dead_letter: bool = True) -> Any:
+        """The event's record if it is valid and of the `expected` type; else None, dead-lettered with the reason.
+
+        A shadow decider passes `dead_letter=False`: the enforced one already dead-letters the same bytes.
+        """
+        try:
+            rec = decode(event.value)
+        except InvalidRecord as exc:
+            if dead_letter:
+                await self.dead_letter(event, str(exc))
+            return None
+        if type(rec) is not expected:
+            if dead_letter:
+                problem = f"schema: expected {expected.schema} on {event.message.topic}, got {rec.schema}"
+                await self.dead_letter(event, problem)
+            return None
+        return rec
+
     async def _materialize_cooldowns(self, stream: Any) -> None:
         """Cooldown records -> LiteLLM's Redis keys. Not acknowledged until written (retries inside)."""
         assert self.sink is not None
         async for event in stream.events():
-            try:
-                cd = decode(event.value)
-            except InvalidRecord as exc:
-                await self.dead_letter(event, str(exc))
-                continue
-            if not isinstance(cd, Cooldown):
-                await self.dead_letter(event, f"schema: expected coolant.cooldown/1, got {cd.schema}")
+            cd = await self.decoded(event, Cooldown)
+            if cd is None:
                 continue
             written = await self.sink.write_with_retry(cd, on_error=_redis_error)
             metrics.REDIS_WRITES.labels("cooldown", "written" if written else "skipped").inc()
