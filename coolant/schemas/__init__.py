@@ -6,15 +6,18 @@ from coolant.schemas.deployment import DEPLOYMENT_SCHEMA, DeploymentRecord
 from coolant.schemas.errors import InvalidRecord
 from coolant.schemas.health import HEALTH_SCHEMA, Health
 from coolant.schemas.outcome import OUTCOME_SCHEMA, Outcome
+from coolant.schemas.transition import TRANSITION_SCHEMA, HealthTransition
 
 __all__ = [
     "COOLDOWN_SCHEMA",
     "DEPLOYMENT_SCHEMA",
     "HEALTH_SCHEMA",
     "OUTCOME_SCHEMA",
+    "TRANSITION_SCHEMA",
     "Cooldown",
     "DeploymentRecord",
     "Health",
+    "HealthTransition",
     "InputRecord",
     "InvalidRecord",
     "Outcome",

@@ -16,9 +16,10 @@ from coolant.schemas.deployment import DeploymentRecord
 from coolant.schemas.errors import InvalidRecord
 from coolant.schemas.health import Health
 from coolant.schemas.outcome import Outcome
+from coolant.schemas.transition import HealthTransition
 
 InputRecord = Outcome | Health | DeploymentRecord
-Record = Outcome | Health | DeploymentRecord | Cooldown
+Record = Outcome | Health | DeploymentRecord | Cooldown | HealthTransition
 
 _decoder = msgspec.json.Decoder(Record)
 _encoder = msgspec.json.Encoder()

@@ -46,6 +46,11 @@ class Topics:
         return self.prefix + "deadletter"
 
     @property
+    def health_transitions(self) -> str:
+        """Health flips only (`coolant.health_transition/1`), keyed by deployment_id: the health alert feed."""
+        return self.prefix + "health.transitions"
+
+    @property
     def candidates(self) -> str:
         """Internal: cooldown candidates keyed by model group, for the X3 ejection filter."""
         return self.prefix + "candidates"
@@ -63,6 +68,7 @@ class Topics:
             TopicSpec(self.health, partitions, {"retention.ms": week}),
             TopicSpec(self.deployments, 1, {"cleanup.policy": "compact"}),
             TopicSpec(self.cooldowns, partitions, {"retention.ms": str(cooldown_retention_days * DAY_MS)}),
+            TopicSpec(self.health_transitions, partitions, {"retention.ms": str(cooldown_retention_days * DAY_MS)}),
             TopicSpec(self.deadletter, 1, {"retention.ms": str(14 * DAY_MS)}),
             TopicSpec(self.candidates, partitions, {"retention.ms": str(DAY_MS)}),
             TopicSpec(self.health_state, partitions, {"cleanup.policy": "compact"}),
