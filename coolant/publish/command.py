@@ -34,7 +34,7 @@ from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TimeE
 from coolant.config import DEFAULT_KAFKA_BOOTSTRAP, Config, ConfigError, load_config
 from coolant.processors.policy import POLICY_KEY_SUFFIX
 from coolant.publish.publisher import route
-from coolant.schemas import Cooldown, DeploymentRecord, InvalidRecord, decode, encode
+from coolant.schemas import Cooldown, DeploymentRecord, HealthTransition, InvalidRecord, decode, encode
 from coolant.sources import Line, SourceError, check_readable, read_lines, total_size
 from coolant.streams.admin import create_missing
 from coolant.topics import Topics, TopicSpec
@@ -155,7 +155,7 @@ async def publish_lines(
         except InvalidRecord as exc:
             invalid(f"{path}:{lineno}: {exc}")
             continue
-        if isinstance(rec, Cooldown):
+        if isinstance(rec, Cooldown | HealthTransition):
             invalid(f"{path}:{lineno}: schema: {rec.schema} is an output record, not published")
             continue
         value = data.strip()
