@@ -10,6 +10,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 DAY_MS = 24 * 3600 * 1000
+PROBE_OWNERSHIP_PARTITIONS = 12
+"""Probe ownership units: 12 splits evenly over 1, 2, 3, 4, 6 or 12 probers."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,6 +62,11 @@ class Topics:
         """Internal, compacted: H1 health-state changes for the Redis materializer."""
         return self.prefix + "health-state"
 
+    @property
+    def probe_ownership(self) -> str:
+        """Internal, always empty: its partitions, assigned to the `coolant probe` group, say who probes what."""
+        return self.prefix + "probe-ownership"
+
     def specs(self, partitions: int = 8, cooldown_retention_days: int = 30) -> list[TopicSpec]:
         """What `coolant worker` creates when a topic is missing."""
         week = str(7 * DAY_MS)
@@ -72,4 +79,5 @@ class Topics:
             TopicSpec(self.deadletter, 1, {"retention.ms": str(14 * DAY_MS)}),
             TopicSpec(self.candidates, partitions, {"retention.ms": str(DAY_MS)}),
             TopicSpec(self.health_state, partitions, {"cleanup.policy": "compact"}),
+            TopicSpec(self.probe_ownership, PROBE_OWNERSHIP_PARTITIONS, {"retention.ms": str(DAY_MS)}),
         ]

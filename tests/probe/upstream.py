@@ -1,0 +1,67 @@
+"""A fake OpenAI-compatible upstream on 127.0.0.1: counts calls per deployment, answers per a status table.
+
+Each deployment gets its own base path (`/<dep>/v1`), so a call is attributed to its deployment whatever
+model name the caller sends.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import defaultdict
+from dataclasses import dataclass, field
+
+from aiohttp import web
+
+
+@dataclass
+class FakeUpstream:
+    statuses: dict[str, int] = field(default_factory=dict)
+    """deployment -> HTTP status to answer (200 when absent)."""
+    calls: dict[str, list[float]] = field(default_factory=lambda: defaultdict(list))
+    auth: dict[str, str | None] = field(default_factory=dict)
+    port: int = 0
+    _runner: web.AppRunner | None = None
+
+    def base(self, dep: str) -> str:
+        return f"http://127.0.0.1:{self.port}/{dep}/v1"
+
+    def total(self) -> int:
+        return sum(len(v) for v in self.calls.values())
+
+    async def _handle(self, request: web.Request) -> web.Response:
+        dep = request.match_info["dep"]
+        kind = request.match_info["kind"]
+        self.calls[dep].append(time.time())
+        self.auth[dep] = request.headers.get("Authorization")
+        await request.read()
+        status = self.statuses.get(dep, 200)
+        if status != 200:
+            err = {"error": {"message": f"upstream says {status} for {dep}", "type": "fake", "code": status}}
+            return web.json_response(err, status=status)
+        if kind == "embeddings":
+            return web.json_response({
+                "object": "list", "model": "fake",
+                "data": [{"object": "embedding", "index": 0, "embedding": [0.1, 0.2]}],
+                "usage": {"prompt_tokens": 1, "total_tokens": 1},
+            })
+        return web.json_response({
+            "id": "chatcmpl-fake", "object": "chat.completion", "created": int(time.time()), "model": "fake",
+            "choices": [{"index": 0, "finish_reason": "length",
+                         "message": {"role": "assistant", "content": "p"}}],
+            "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2},
+        })
+
+    async def start(self) -> None:
+        app = web.Application()
+        app.router.add_post("/{dep}/v1/{kind:chat/completions|embeddings|completions}", self._handle)
+        self._runner = web.AppRunner(app, access_log=None)
+        await self._runner.setup()
+        site = web.TCPSite(self._runner, "127.0.0.1", 0)
+        await site.start()
+        server = site._server
+        assert server is not None
+        self.port = server.sockets[0].getsockname()[1]  # type: ignore[attr-defined]
+
+    async def stop(self) -> None:
+        if self._runner is not None:
+            await self._runner.cleanup()
