@@ -227,6 +227,7 @@ def demo_command(
 def _register_extra_commands() -> None:
     """Commands whose code lives in their own packages (the CLI stays a thin shell)."""
     from coolant.alerts.command import alerts_command, tail_command
+    from coolant.probe.command import probe_command
     from coolant.publish.command import deployments_sync_command, publish_command
     from coolant.tuning.command import tune_command
 
@@ -234,6 +235,7 @@ def _register_extra_commands() -> None:
     app.command("publish")(publish_command)
     app.command("tail")(tail_command)
     app.command("alerts")(alerts_command)
+    app.command("probe")(probe_command)
     deployments = typer.Typer(
         help="The deployments topic: the workers' live registry (contract §1.3).", no_args_is_help=True
     )
