@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import math
+import time
 from collections.abc import Awaitable, Callable
 from typing import Final
 
@@ -181,9 +182,13 @@ def should_write(existing_end: float | None, until: float, now: float) -> bool:
 class RedisSink:
     """Writes cooldowns and health verdicts where LiteLLM routers look for them."""
 
-    def __init__(self, client: redis_asyncio.Redis, key_prefix: str = "") -> None:
+    def __init__(
+        self, client: redis_asyncio.Redis, key_prefix: str = "", on_write: Callable[[str, float], None] | None = None
+    ) -> None:
         self.client = client
         self.key_prefix = key_prefix
+        self.on_write = on_write
+        """Called with ("cooldown" | "health", seconds) after each script call that returned: the write latency."""
         self._cooldown = client.register_script(_COOLDOWN_LUA)
         self._health = client.register_script(_HEALTH_LUA)
 
@@ -197,7 +202,11 @@ class RedisSink:
             str(math.ceil(cd.until * 1000)),
             repr(float(cd.until)),
         ]
-        return bool(await self._cooldown(keys=keys, args=args))
+        started = time.perf_counter()
+        written = bool(await self._cooldown(keys=keys, args=args))
+        if self.on_write is not None:
+            self.on_write("cooldown", time.perf_counter() - started)
+        return written
 
     async def write_health(self, deployment_id: str, state: HealthState) -> bool:
         """Merges one verdict into LiteLLM's health map: per id the greatest timestamp wins, a tie goes to the
@@ -209,7 +218,11 @@ class RedisSink:
             state.reason,
             str(HEALTH_TTL_SECONDS),
         ]
-        return bool(await self._health(keys=[health_key(self.key_prefix)], args=args))
+        started = time.perf_counter()
+        written = bool(await self._health(keys=[health_key(self.key_prefix)], args=args))
+        if self.on_write is not None:
+            self.on_write("health", time.perf_counter() - started)
+        return written
 
     async def write_with_retry(
         self,

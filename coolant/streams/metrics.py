@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
-from prometheus_client import CollectorRegistry, Counter, Histogram
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+
+from coolant.schemas import Cooldown
 
 REGISTRY = CollectorRegistry(auto_describe=True)
 
 RECORDS = Counter(
     "coolant_records_total",
-    "Input records by topic and what the policy did with them (counted, late, duplicate, skip reasons, cooled).",
+    "Input records by topic and what became of them (counted, late, duplicate, invalid, skip reasons, cooled).",
     ["topic", "disposition"],
     registry=REGISTRY,
 )
@@ -46,5 +48,53 @@ REGISTRY_UPDATES = Counter(
 MATERIALIZE_LAG = Histogram(
     "coolant_materialize_lag_seconds", "Wall time from a cooldown's start (its event time) to its Redis write.",
     buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 60),
+    registry=REGISTRY,
+)
+HEALTH_TRANSITIONS = Counter(
+    "coolant_health_transitions_total",
+    "Health flips published to the health transitions topic (a deployment's first probe included).",
+    ["model_group", "healthy"], registry=REGISTRY,
+)
+LITELLM_COOLED_DOWN = Counter(
+    "litellm_deployment_cooled_down",
+    "LLM Deployment Analytics - Number of times a deployment has been cooled down by LiteLLM load balancing logic. "
+    "exception_status is the status of the exception that caused the deployment to be cooled down",
+    ["litellm_model_name", "model_id", "api_base", "api_provider", "exception_status"],
+    registry=REGISTRY,
+)
+"""LiteLLM 1.110.2's own counter, same name, help and labels, so dashboards built on it keep working.
+
+LiteLLM fills `litellm_model_name` with the deployment's `model_name` (the model group), as done here; coolant does
+not know `api_base` or `api_provider` (the registry holds no litellm_params), so they are empty."""
+CONSUMER_LAG = Gauge(
+    "coolant_consumer_lag",
+    "Records of an input partition this worker is assigned that are not committed yet (end offset - committed offset).",
+    ["topic", "partition"], registry=REGISTRY,
+)
+REDIS_WRITE_SECONDS = Histogram(
+    "coolant_redis_write_seconds", "Duration of one materializer write to Redis (one script call; retries apart).",
+    ["kind"], buckets=(0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5),
+    registry=REGISTRY,
+)
+ACTIVE_COOLDOWNS = Gauge(
+    "coolant_active_cooldowns",
+    "Cooldowns in force in Redis by model group (\"\" = a cooldown coolant did not write), as routers see them; "
+    "every materializing worker reports the whole fleet, so aggregate with max, not sum.",
+    ["model_group"], registry=REGISTRY,
+)
+
+
+def cooled_down(cd: Cooldown) -> None:
+    """Count an emitted cooldown in LiteLLM's counter; its group is already the registry's (R3)."""
+    LITELLM_COOLED_DOWN.labels(
+        cd.model_group,
+        cd.deployment_id,
+        "",
+        "",
+        "" if cd.status_code is None else str(cd.status_code),
+    ).inc()
+STALE_FETCHES = Counter(
+    "coolant_stale_fetches_total",
+    "Records dropped because a seek moved their partition after they were fetched; they are fetched again.",
     registry=REGISTRY,
 )

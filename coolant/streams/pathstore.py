@@ -130,6 +130,17 @@ class PathStore:
         self._states[deployment_id] = (ps, raw)
         return ps
 
+    def peek(self, deployment_id: str) -> PathState | None:
+        """A read-only look (the admin API): this batch's state, else the table's without its seen ids, else None.
+
+        Unlike `load` it builds nothing an agent would reuse and reads no seen chunks.
+        """
+        dirty = self._dirty.get(deployment_id)
+        if dirty is not None:
+            return dirty[0]
+        raw = self.state_table.data.get(deployment_id.encode())
+        return None if raw is None else PathState.from_dict(orjson.loads(raw)["state"])
+
     def touch(self, deployment_id: str, ps: PathState, partition: int) -> None:
         """Mark the deployment's state changed by a record from `partition`."""
         self._dirty[deployment_id] = (ps, partition)

@@ -12,6 +12,7 @@ from redis.asyncio.retry import Retry
 from redis.backoff import NoBackoff
 
 from coolant.config import Config, resolve_secret
+from coolant.streams import metrics
 from coolant.streams.admin import ensure_topics
 from coolant.streams.app import Pipeline, WorkerOptions, kafka_client_args
 from coolant.topics import Topics
@@ -46,9 +47,13 @@ def build_pipeline(
     if opts.materialize:
         from coolant.streams.materializer import RedisSink
 
-        sink = RedisSink(redis_client(cfg), cfg.runtime.redis.key_prefix)
+        sink = RedisSink(redis_client(cfg), cfg.runtime.redis.key_prefix, on_write=_observe_write)
     shadow_policy = None if shadow is None else shadow.policy
     return Pipeline(cfg, replace(opts, partitions=partitions), sink, shadow_policy)
+
+
+def _observe_write(kind: str, seconds: float) -> None:
+    metrics.REDIS_WRITE_SECONDS.labels(kind).observe(seconds)
 
 
 def run(cfg: Config, opts: WorkerOptions, loglevel: str = "info", shadow: Config | None = None) -> None:
