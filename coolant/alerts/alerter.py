@@ -2,10 +2,10 @@
 
 Records are handled one at a time and a record's offset is marked done only after every notice it caused
 was delivered or given up on (the sender returns either way), so a commit never passes an alert still in
-flight; commits happen after each poll, on rebalance and on shutdown. A restart therefore resumes after
-the last finished record and does not alert again. What lives only in memory and is lost on restart:
-pending recovery notices (a cooldown read before the restart gets no "cooldown over") and the flap
-suppression counts.
+flight; commits happen before each webhook post, after each poll, on rebalance and on shutdown. A restart
+therefore resumes after the last finished record and does not alert again. What lives only in memory and
+is lost on restart: pending recovery notices (a cooldown read before the restart gets no "cooldown over")
+and the flap suppression counts.
 """
 
 from __future__ import annotations
@@ -121,6 +121,7 @@ class Alerter:
             self.stats.suppressed += 1
             log.info("%s suppressed (flapping)", what)
             return
+        await self._commit()  # what is finished is committed before waiting on the network (and maybe retries)
         if await self.send(notice.payload, what):
             self.stats.sent += 1
             self.stats.by_kind[notice.kind] = self.stats.by_kind.get(notice.kind, 0) + 1

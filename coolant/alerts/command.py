@@ -239,10 +239,18 @@ def alerts_command(
     policy = RetryPolicy(max_retries=max_retries, max_delay=max_delay)
     stdout = sys.stdout.buffer
 
+    stopping: list[int] = []
+
     async def run() -> AlertStats:
         task = asyncio.current_task()
-        if task is not None:
-            asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, task.cancel)
+        assert task is not None
+
+        def stop(signum: int) -> None:
+            stopping.append(signum)
+            task.cancel()
+
+        for signum in (signal.SIGINT, signal.SIGTERM):
+            asyncio.get_running_loop().add_signal_handler(signum, stop, signum)
         async with aiohttp.ClientSession() as session:
             hook = Webhook(webhook or "", session, policy, timeout)
 
@@ -257,16 +265,19 @@ def alerts_command(
             await _bounded(alerter.open, bootstrap, connect_timeout)
             target = "stdout (dry run)" if dry_run else redact(webhook or "")
             _say(f"coolant alerts: following {', '.join(topics)} as group {group}, posting to {target}")
-            with contextlib.suppress(asyncio.CancelledError):  # SIGTERM or Ctrl-C: stop and summarize
+            try:
                 await alerter.serve()
-            return alerter.stats
+            except asyncio.CancelledError:
+                if not stopping:  # not our signal: let it surface
+                    raise
+            return alerter.stats  # Ctrl-C or SIGTERM: stopped cleanly, summarize
 
-    stats: AlertStats | None = None
     try:
         stats = asyncio.run(run())
     except feed.BrokerUnreachable as exc:
         raise _fail(str(exc)) from None
-    except KeyboardInterrupt:
-        pass
-    if stats is not None:
-        _say(_summary(stats))
+    except asyncio.CancelledError:  # a signal while still connecting
+        if not stopping:
+            raise
+        raise typer.Exit(0) from None
+    _say(_summary(stats))
