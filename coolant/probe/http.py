@@ -10,6 +10,7 @@ edge, and handed back to the caller only so that error text can be scrubbed of t
 from __future__ import annotations
 
 import asyncio
+import importlib.util
 import time
 from collections.abc import Callable
 from typing import Any, Final, Literal
@@ -124,6 +125,10 @@ class LiteLLMProber:
     def __init__(self, timeout: float, clock: Callable[[], float] = time.time) -> None:
         import litellm  # noqa: F401 - fail early when the engine was asked for and is missing
 
+        if importlib.util.find_spec("fastapi") is None:
+            # litellm.ahealth_check imports litellm's proxy module (fastapi): without it every probe would
+            # "fail" with ModuleNotFoundError and report healthy deployments as unhealthy.
+            raise ImportError("litellm's health check needs its proxy extra (litellm[proxy]: fastapi)")
         self.timeout = timeout
         self.clock = clock
 
@@ -151,6 +156,8 @@ class LiteLLMProber:
         if isinstance(out, dict) and "error" not in out:
             return ProbeResult(self.clock(), latency, 200), secrets
         exc = out.get("exception") if isinstance(out, dict) else None
+        if isinstance(exc, ImportError):  # a local installation problem, not the deployment's health
+            raise Unsupported(f"litellm cannot probe here: {exc}")
         status = getattr(exc, "status_code", None)
         name = type(exc).__name__ if exc is not None else "APIError"
         text = str(out.get("error")) if isinstance(out, dict) else str(out)

@@ -280,6 +280,7 @@ class Prober:
 
     async def run(self, stop: asyncio.Event) -> None:
         s = self.settings
+        self._engines = _Dispatch(s.engine, s.timeout)  # ImportError before anything needs closing
         wanted = (self.topics.health, self.topics.probe_ownership)
         specs = [spec for spec in self.topics.specs(s.health_partitions) if spec.name in wanted]
         counts = await create_missing(specs, self.client_args)
@@ -296,7 +297,6 @@ class Prober:
             rebalance_timeout_ms=max(session_ms, int((s.timeout * 2 + 10) * 1000)),
             **self.client_args,
         )
-        self._engines = _Dispatch(s.engine, s.timeout)
         if s.redis_url:
             self._redis = redis_asyncio.from_url(s.redis_url, socket_connect_timeout=5, socket_timeout=10)
         poll: asyncio.Task[None] | None = None
