@@ -48,6 +48,7 @@ class Receiver:
     posts: list[dict[str, Any]] = field(default_factory=list)
     attempts: int = 0
     server: TestServer | None = None
+    url: str = ""
 
     async def _hook(self, request: web.Request) -> web.Response:
         self.attempts += 1
@@ -64,7 +65,8 @@ class Receiver:
         app.router.add_post("/hook", self._hook)
         self.server = TestServer(app, host="127.0.0.1", port=0)
         await self.server.start_server()
-        return str(self.server.make_url("/hook"))
+        self.url = str(self.server.make_url("/hook"))
+        return self.url
 
     async def close(self) -> None:
         if self.server is not None:

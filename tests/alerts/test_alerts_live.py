@@ -119,7 +119,7 @@ async def test_one_alert_per_cooldown_then_a_recovery_notice_after_until(
     now = time.time()
     records = [cooldown(1, "dep-a", ts=now, seconds=3), cooldown(1, "dep-b", ts=now, seconds=4)]
     group = f"g{uuid4().hex[:8]}"
-    async with Running(kafka_bootstrap, prefix, str(receiver.server.make_url("/hook")), group) as alerter:
+    async with Running(kafka_bootstrap, prefix, receiver.url, group) as alerter:
         await publish(kafka_bootstrap, prefix, records)
 
         async def four_posts() -> bool:
@@ -148,7 +148,7 @@ async def test_an_extension_delays_the_recovery_and_flapping_is_counted(
         return time.time() + offset[0]
 
     group = f"g{uuid4().hex[:8]}"
-    async with Running(kafka_bootstrap, prefix, str(receiver.server.make_url("/hook")), group, 300.0,
+    async with Running(kafka_bootstrap, prefix, receiver.url, group, 300.0,
                        clock) as alerter:
         await publish(kafka_bootstrap, prefix, [cooldown(i, "dep-a", ts=base, seconds=10_000 + i) for i in range(3)])
 
@@ -174,7 +174,7 @@ async def test_health_transitions_alert_and_invalid_bytes_are_skipped(
     kafka_bootstrap: str, prefix: str, receiver: Receiver
 ) -> None:
     group = f"g{uuid4().hex[:8]}"
-    async with Running(kafka_bootstrap, prefix, str(receiver.server.make_url("/hook")), group) as alerter:
+    async with Running(kafka_bootstrap, prefix, receiver.url, group) as alerter:
         await publish(kafka_bootstrap, prefix, [
             transition(1, healthy=True, previous=None),  # first probe, healthy: no news
             b"\xff not json",

@@ -32,7 +32,8 @@ def hook(url: str, session: aiohttp.ClientSession, slept: list[float], retries: 
 async def test_delivered_first_time(session: aiohttp.ClientSession) -> None:
     rx = Receiver()
     try:
-        d = await hook(await rx.start(), session, slept := []).deliver(PAYLOAD)
+        slept: list[float] = []
+        d = await hook(await rx.start(), session, slept).deliver(PAYLOAD)
     finally:
         await rx.close()
     assert (d.ok, d.attempts, rx.posts, slept) == (True, 1, [PAYLOAD], [])
@@ -41,7 +42,8 @@ async def test_delivered_first_time(session: aiohttp.ClientSession) -> None:
 async def test_5xx_and_429_are_retried_with_backoff_and_retry_after(session: aiohttp.ClientSession) -> None:
     rx = Receiver(failures=[500, 502, 429], retry_after="3")
     try:
-        d = await hook(await rx.start(), session, slept := []).deliver(PAYLOAD)
+        slept: list[float] = []
+        d = await hook(await rx.start(), session, slept).deliver(PAYLOAD)
     finally:
         await rx.close()
     assert (d.ok, d.attempts, rx.attempts, len(rx.posts)) == (True, 4, 4, 1)
@@ -55,7 +57,8 @@ async def test_gives_up_after_max_retries_and_logs_it(
     try:
         url = await rx.start()
         with caplog.at_level(logging.ERROR, "coolant.alerts.webhook"):
-            d = await hook(url, session, slept := [], retries=2).deliver(PAYLOAD, "cooldown alert for dep-a")
+            slept: list[float] = []
+            d = await hook(url, session, slept, retries=2).deliver(PAYLOAD, "cooldown alert for dep-a")
     finally:
         await rx.close()
     assert (d.ok, d.attempts, rx.attempts, slept) == (False, 3, 3, [0.5, 1.0])
@@ -66,7 +69,8 @@ async def test_gives_up_after_max_retries_and_logs_it(
 async def test_a_client_error_is_not_retried(session: aiohttp.ClientSession) -> None:
     rx = Receiver(failures=[404])
     try:
-        d = await hook(await rx.start(), session, slept := []).deliver(PAYLOAD)
+        slept: list[float] = []
+        d = await hook(await rx.start(), session, slept).deliver(PAYLOAD)
     finally:
         await rx.close()
     assert (d.ok, d.attempts, slept) == (False, 1, [])
@@ -76,7 +80,8 @@ async def test_connection_errors_are_retried(session: aiohttp.ClientSession) -> 
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    d = await hook(f"http://127.0.0.1:{port}/hook", session, slept := [], retries=2).deliver(PAYLOAD)
+    slept: list[float] = []
+    d = await hook(f"http://127.0.0.1:{port}/hook", session, slept, retries=2).deliver(PAYLOAD)
     assert (d.ok, d.attempts, slept) == (False, 3, [0.5, 1.0])
     assert "ClientConnectorError" in d.why or "connect" in d.why.lower()
 
