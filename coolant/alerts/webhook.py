@@ -71,7 +71,10 @@ class Webhook:
                 return Delivery(True, attempt + 1, f"HTTP {status}")
             decision = next_attempt(self.policy, attempt, status, retry_after, self.clock(), error)
             if not decision.retry:
-                log.error("webhook %s: %s not delivered: %s", redact(self.url), what, decision.why)
+                log.error(
+                    "webhook %s: %s not delivered: %s; it said: %s", redact(self.url), what, decision.why,
+                    payload.get("text", ""),
+                )
                 return Delivery(False, attempt + 1, decision.why)
             log.warning("webhook %s: %s: %s", redact(self.url), what, decision.why)
             await self.sleep(decision.delay)

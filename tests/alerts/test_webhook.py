@@ -62,7 +62,7 @@ async def test_gives_up_after_max_retries_and_logs_it(
     finally:
         await rx.close()
     assert (d.ok, d.attempts, rx.attempts, slept) == (False, 3, 3, [0.5, 1.0])
-    assert "cooldown alert for dep-a not delivered: HTTP 503: gave up after 3 attempts" in caplog.text
+    assert "cooldown alert for dep-a not delivered: HTTP 503: gave up after 3 attempts; it said: hello" in caplog.text
     assert "/hook" not in caplog.text  # the URL is a secret
 
 
