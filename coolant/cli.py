@@ -131,12 +131,19 @@ def worker_command(
                      "`<prefix>cooldowns.shadow`, never Redis, to compare before promoting it."),
     ] = None,
     loglevel: Annotated[str, typer.Option("--loglevel", "-l", help="debug, info, warning or error.")] = "info",
+    admin_token: Annotated[
+        str | None,
+        typer.Option("--admin-token", envvar="COOLANT_ADMIN_TOKEN", show_default=False,
+                     help="Bearer token for the admin API's POST/DELETE /cooldowns (off without one). Prefer the "
+                     "environment variable: a command line is visible to every user of the host."),
+    ] = None,
 ) -> None:
     """Run the live processor: Kafka in, the cooldown topic and Redis out (contract §5).
 
     Creates missing topics, consumes outcome, health and deployment records, decides with the
     same policy as `coolant replay`, publishes cooldown records and writes LiteLLM's
-    `deployment:<id>:cooldown` keys. Serves /healthz and Prometheus /metrics on --web-port.
+    `deployment:<id>:cooldown` keys. Serves /healthz, Prometheus /metrics and the admin API
+    (docs/admin-api.md) on --web-port.
     Stop with Ctrl-C or SIGTERM.
     """
     from dataclasses import replace
@@ -160,7 +167,7 @@ def worker_command(
     shadow = load(shadow_config) if shadow_config is not None else None
     opts = WorkerOptions(
         app_id=app_id, partitions=partitions, web_port=rt.web_port, web_bind=web_bind, datadir=str(data_dir),
-        materialize=materialize,
+        materialize=materialize, admin_token=admin_token or None,
     )
     run(replace(cfg, runtime=rt), opts, loglevel, shadow)
 

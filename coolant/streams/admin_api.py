@@ -329,6 +329,7 @@ class AdminApi:
         )
         if view is None:
             raise ApiError(404, f"unknown deployment {deployment_id!r}")
+        view["served_by"] = str(self.app.conf.canonical_url)  # the owner of its partition, which answered
         return 200, view
 
     async def cool(self, request: Any) -> tuple[int, Any]:

@@ -11,7 +11,7 @@ import logging
 import ssl
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import faust
@@ -21,9 +21,11 @@ from faust.sensors.prometheus import setup_prometheus_sensors
 from coolant.config import Config, KafkaSettings, resolve_secret
 from coolant.processors import HealthState, Policy, Step, step_health, step_outcome
 from coolant.processors.ejection import passes
+from coolant.processors.health import transition
 from coolant.schemas import Cooldown, Health, InvalidRecord, Outcome, Record, decode, encode
-from coolant.streams import metrics
+from coolant.streams import admin_api, metrics
 from coolant.streams.deadletter import deadletter_value
+from coolant.streams.monitor import ACTIVE_INTERVAL, LAG_INTERVAL, ActiveCooldownsReporter, LagReporter
 from coolant.streams.pathstore import PathStore
 from coolant.streams.registry import LiveRegistry, follow
 from coolant.topics import Topics
@@ -46,6 +48,8 @@ class WorkerOptions:
     web_bind: str = "127.0.0.1"
     datadir: str = ".local/worker"
     materialize: bool = True
+    admin_token: str | None = field(default=None, repr=False)
+    """Bearer token of the admin API's writes; None turns them off. Kept out of repr so it is never logged."""
 
 
 def kafka_client_args(k: KafkaSettings) -> dict[str, Any]:
@@ -107,12 +111,16 @@ class Decider:
         self.request_store = PathStore(table("request-state"), table("request-seen"))
         self.health_store = PathStore(table("health-state"), table("health-seen"))
         self.ejection_table = table("ejections")
+        self.history_table = None if shadow else table("cooldown-history")
+        """Enforced only: each deployment's last cooldowns (admin API), fed from the cooldowns topic itself."""
         self._ejections: dict[str, dict[str, float]] = {}
         for store in (self.request_store, self.health_store):
             store.seen_table.on_recover(self._recovered(store))
         app.agent(pipeline.outcomes, name=label + "outcomes")(self._outcome_agent)
         app.agent(pipeline.health, name=label + "health")(self._health_agent)
         app.agent(self.candidates, name=label + "ejection")(self._ejection_agent)
+        if self.history_table is not None:
+            app.agent(self.cooldowns, name="cooldown-history")(self._history_agent)
         app.task(self._follow_registry)
 
     def _recovered(self, store: PathStore) -> Any:
@@ -144,10 +152,12 @@ class Decider:
                     continue
                 dep = rec.deployment_id
                 ps = store.load(dep)
+                previous = ps.probe  # step_health replaces it
                 step = step_fn(self.registry.policy, ps, rec)
                 if step.health is not None and not self.shadow:  # H1: health-state changes, for Redis
                     value = orjson.dumps({"deployment_id": dep, **step.health.to_dict()})
                     await self.pipeline.health_state.send(key=dep.encode(), value=value)
+                    await self._publish_transition(previous, rec)
                 await self._publish(step, event.message.topic)
                 store.touch(dep, ps, event.message.partition)
             await store.flush(self.pipeline.app.producer)
@@ -166,8 +176,40 @@ class Decider:
             fut = await self.candidates.send(key=cd.model_group.encode(), value=encode(cd))
         else:
             self.cooldowns_metric.labels(cd.model_group, cd.reason).inc()
+            if not self.shadow:
+                metrics.cooled_down(cd)
             fut = await self.cooldowns.send(key=cd.deployment_id.encode(), value=encode(cd))
         await fut
+
+    async def _publish_transition(self, previous: HealthState | None, rec: Any) -> None:
+        """A health flip (issue 6) on the transitions topic, durable before the state that knows of it is saved."""
+        assert isinstance(rec, Health)
+        entry = self.registry.policy.registry.get(rec.deployment_id)
+        ht = transition(previous, rec, None if entry is None else entry.model_group)
+        if ht is None:
+            return
+        metrics.HEALTH_TRANSITIONS.labels(ht.model_group, "true" if ht.healthy else "false").inc()
+        fut = await self.pipeline.transitions.send(key=ht.deployment_id.encode(), value=encode(ht))
+        await fut
+
+    async def _history_agent(self, stream: Any) -> None:
+        """Each deployment's last cooldowns, whatever emitted them (policy, X3 filter, manual), for the admin API.
+
+        Written like the path states (raw value, explicit partition: the cooldowns topic is keyed and partitioned
+        as the inputs are). Invalid records are the materializer's to dead-letter.
+        """
+        table = self.history_table
+        assert table is not None
+        topic = table.changelog_topic.get_topic_name()
+        async for event in stream.events():
+            cd = await self.pipeline.decoded(event, Cooldown, dead_letter=False)
+            if cd is None:
+                continue
+            key = cd.deployment_id.encode()
+            value = admin_api.history_add(table.data.get(key), cd)
+            if value is not None:
+                table.data[key] = value
+                await self.pipeline.app.producer.send(topic, key, value, event.message.partition, None, None)
 
     async def _ejection_agent(self, stream: Any) -> None:
         """X3 over candidates keyed by model group, so one group's candidates meet in one place."""
@@ -181,6 +223,8 @@ class Decider:
                 active = self._ejections[group] = {} if raw is None else orjson.loads(raw)
             if passes(self.registry.policy, active, cd.deployment_id, cd.ts, cd.until):
                 self.cooldowns_metric.labels(group, cd.reason).inc()
+                if not self.shadow:
+                    metrics.cooled_down(cd)
                 fut = await self.cooldowns.send(key=cd.deployment_id.encode(), value=event.value)
                 await fut
                 self.ejection_table[group.encode()] = orjson.dumps(active)
@@ -225,12 +269,24 @@ class Pipeline:
         self.health = app.topic(n.health, partitions=opts.partitions, **raw)
         self.deadletter = app.topic(n.deadletter, partitions=1, **raw)
         self.health_state = app.topic(n.health_state, partitions=opts.partitions, **raw)
+        self.transitions = app.topic(n.health_transitions, partitions=opts.partitions, **raw)
         self.enforced = Decider(self, cfg.policy, shadow=False)
         self.shadow = None if shadow_policy is None else Decider(self, shadow_policy, shadow=True)
         if sink is not None:
             app.agent(self.enforced.cooldowns, name="materialize-cooldowns")(self._materialize_cooldowns)
             app.agent(self.health_state, name="materialize-health")(self._materialize_health)
         registry = self.enforced.registry
+        # Faust's /table pages would dump the raw state tables, unauthenticated; the admin API answers instead
+        app.conf.web_tables_enabled = False
+        self.admin = admin_api.AdminApi(
+            self.enforced, redis=None if sink is None else sink.client, key_prefix=cfg.runtime.redis.key_prefix,
+            token=opts.admin_token,
+        )
+        self.admin.register()
+        app.timer(LAG_INTERVAL, name="consumer-lag")(LagReporter(app).run)
+        if sink is not None:
+            active = ActiveCooldownsReporter(sink.client, cfg.runtime.redis.key_prefix)
+            app.timer(ACTIVE_INTERVAL, name="active-cooldowns")(active.run)
 
         @app.page("/healthz")
         async def healthz(web: Any, request: Any) -> Any:
@@ -242,6 +298,7 @@ class Pipeline:
         msg = event.message
         log.warning("dead letter %s[%s]@%s: %s", msg.topic, msg.partition, msg.offset, error)
         metrics.DEADLETTERS.labels(msg.topic).inc()
+        metrics.RECORDS.labels(msg.topic, "invalid").inc()
         value = deadletter_value(error, msg.topic, msg.partition, msg.offset, event.value)
         await self.deadletter.send(key=event.key, value=value)
 
