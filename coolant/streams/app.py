@@ -24,6 +24,7 @@ from coolant.processors.ejection import passes
 from coolant.processors.health import transition
 from coolant.schemas import Cooldown, Health, InvalidRecord, Outcome, Record, decode, encode
 from coolant.streams import admin_api, metrics
+from coolant.streams.consumer import install as install_seek_guard
 from coolant.streams.deadletter import deadletter_value
 from coolant.streams.monitor import ACTIVE_INTERVAL, LAG_INTERVAL, ActiveCooldownsReporter, LagReporter
 from coolant.streams.pathstore import PathStore
@@ -264,6 +265,7 @@ class Pipeline:
             broker_commit_every=10_000,
             broker_commit_interval=2.8,
         )
+        install_seek_guard(app)  # faust 0.15.3 skips records around a rebalance without it
         raw: dict[str, Any] = {"key_serializer": "raw", "value_serializer": "raw"}
         self.outcomes = app.topic(n.outcomes, partitions=opts.partitions, **raw)
         self.health = app.topic(n.health, partitions=opts.partitions, **raw)

@@ -93,8 +93,8 @@ def cooled_down(cd: Cooldown) -> None:
         "",
         "" if cd.status_code is None else str(cd.status_code),
     ).inc()
-STALE_FETCHES = Counter(
-    "coolant_stale_fetches_total",
-    "Records dropped because a seek moved their partition after they were fetched; they are fetched again.",
+HELD_RESUMES = Counter(
+    "coolant_held_partition_resumes_total",
+    "Stream partitions whose resume waited for their seek to the committed offset (the failover guard).",
     registry=REGISTRY,
 )
