@@ -74,7 +74,8 @@ class Worker:
         self.port = free_port()
         self.log = workdir / f"worker-{prefix}log"
         cmd = [sys.executable, "-m", "coolant.cli", "worker", "--config", str(config), "--bootstrap", BOOTSTRAP,
-               "--redis-url", REDIS_URL, "--topic-prefix", prefix, "--app-id", prefix.rstrip("."),
+               "--redis-url", REDIS_URL, "--redis-key-prefix", prefix,
+               "--topic-prefix", prefix, "--app-id", prefix.rstrip("."),
                "--web-port", str(self.port), "--data-dir", str(workdir / prefix), "--partitions", str(PARTITIONS),
                "-l", "warning"]
         with self.log.open("wb") as out:
@@ -181,7 +182,8 @@ async def latency_run(prefix: str, rate: float, probes: int) -> list[float]:
         while len(latencies) < probes:
             if pending:
                 keys = list(pending)
-                values = await redis.mget([f"deployment:{k}:cooldown" for k in keys])
+                # keys under this run's prefix: a previous run's 60 s cooldowns must not count as seen
+                values = await redis.mget([f"{prefix}deployment:{k}:cooldown" for k in keys])
                 now = time.perf_counter()
                 for k, v in zip(keys, values, strict=True):
                     if v is not None:
