@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
+from collections.abc import MutableMapping
 from dataclasses import replace
 
 import faust
@@ -18,6 +20,19 @@ from coolant.streams.app import Pipeline, WorkerOptions, kafka_client_args
 from coolant.topics import Topics
 
 log = logging.getLogger(__name__)
+
+FAUST_ENV_SET_BY_COOLANT = (
+    "APP_DATADIR", "APP_STORE", "BROKER_URL", "BROKER_CONSUMER_URL", "BROKER_PRODUCER_URL",
+    "CONSUMER_AUTO_OFFSET_RESET", "TOPIC_PARTITIONS", "TOPIC_REPLICATION_FACTOR", "WEB_BIND", "WEB_HOST", "WEB_PORT",
+)
+"""Faust settings that Faust lets its environment variables override, although coolant sets them from its own
+options (`--bootstrap`, `--web-port`, `--partitions`, ...): left in place they would silently win. Other Faust
+variables (e.g. BROKER_SESSION_TIMEOUT) are tuning knobs coolant does not set, and still work."""
+
+
+def drop_conflicting_env(environ: MutableMapping[str, str]) -> list[str]:
+    """Remove (and return) the Faust variables that would override coolant's options."""
+    return [name for name in FAUST_ENV_SET_BY_COOLANT if environ.pop(name, None) is not None]
 
 
 def redis_client(cfg: Config) -> redis_asyncio.Redis:
@@ -58,6 +73,8 @@ def _observe_write(kind: str, seconds: float) -> None:
 
 def run(cfg: Config, opts: WorkerOptions, loglevel: str = "info", shadow: Config | None = None) -> None:
     """Blocks until the worker stops (SIGTERM/SIGINT shut it down cleanly)."""
+    for name in drop_conflicting_env(os.environ):
+        log.warning("ignoring environment variable %s: coolant sets it from its own options", name)
     loop = asyncio.new_event_loop()
     asyncio.set_event_loop(loop)
     pipeline = build_pipeline(cfg, opts, loop, shadow)

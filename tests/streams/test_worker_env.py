@@ -1,0 +1,34 @@
+"""Faust lets environment variables override settings coolant sets from its own options; the worker drops them."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from coolant.config import load_config
+from coolant.streams.app import Pipeline, WorkerOptions
+from coolant.streams.worker import FAUST_ENV_SET_BY_COOLANT, drop_conflicting_env
+
+EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "litellm.yaml"
+
+
+def test_drops_only_the_variables_coolant_sets() -> None:
+    env = {"WEB_PORT": "1", "BROKER_URL": "kafka://elsewhere:9092", "BROKER_SESSION_TIMEOUT": "10", "HOME": "/root"}
+    assert sorted(drop_conflicting_env(env)) == ["BROKER_URL", "WEB_PORT"]
+    assert env == {"BROKER_SESSION_TIMEOUT": "10", "HOME": "/root"}
+
+
+def test_options_win_once_the_variables_are_dropped(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Without the guard Faust would take WEB_PORT and TOPIC_PARTITIONS from the environment."""
+    monkeypatch.setenv("WEB_PORT", "1")
+    monkeypatch.setenv("TOPIC_PARTITIONS", "99")
+    import os
+
+    dropped = drop_conflicting_env(os.environ)
+    assert set(dropped) == {"WEB_PORT", "TOPIC_PARTITIONS"}
+    assert all(name not in os.environ for name in FAUST_ENV_SET_BY_COOLANT)
+    cfg = load_config(EXAMPLE)
+    app = Pipeline(cfg, WorkerOptions(web_port=16066, partitions=3), sink=None).app
+    assert app.conf.web_port == 16066
+    assert app.conf.topic_partitions == 3
