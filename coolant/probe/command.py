@@ -57,18 +57,22 @@ def probe_command(
     ] = 10.0,
     concurrency: Annotated[int, typer.Option(min=1, help="Probe calls in flight at once per prober.")] = 16,
     engine: Annotated[
-        str, typer.Option(help="http (OpenAI-compatible calls), litellm (litellm.ahealth_check), or auto.")
-    ] = "http",
+        str, typer.Option(help="http: OpenAI-compatible calls; litellm: litellm.ahealth_check (needs litellm's "
+                          "proxy extra); auto: http where it applies, litellm for the rest when installed.")
+    ] = "auto",
     once: Annotated[bool, typer.Option("--once", help="Probe one round of this prober's share, then exit.")] = False,
     loglevel: Annotated[str, typer.Option("--loglevel", "-l", help="debug, info, warning or error.")] = "info",
 ) -> None:
     """Probe every deployment once per interval across the whole fleet, however many probers run.
 
     Probers split the deployments through Kafka consumer-group partition assignment; a dead prober's share
-    moves to the survivors after --session-timeout. Publishes `coolant.health/1` records to `<prefix>health`
-    and keeps LiteLLM's shared `health_check_results` Redis key fresh, so proxies running with
-    `use_shared_health_check` probe nothing themselves. Wildcard deployments are not probed.
-    Stop with Ctrl-C or SIGTERM.
+    moves to the survivors after --session-timeout. A probe is one cheap call per deployment, by its
+    `model_info.mode`: chat with max_tokens 1 (the default), a one-word embedding, or a completion.
+    Publishes `coolant.health/1` records to `<prefix>health` and keeps LiteLLM's shared
+    `health_check_results` Redis key fresh, so proxies running with `use_shared_health_check` probe nothing
+    themselves. Wildcard deployments are not probed. The worker turns the records into LiteLLM's health-state
+    map and `<prefix>health.transitions`, and into `health_check` cooldowns only with
+    `coolant.health.cooldown: true` in its config (docs/probe.md). Stop with Ctrl-C or SIGTERM.
     """
     from dataclasses import replace
 

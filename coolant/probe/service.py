@@ -57,7 +57,8 @@ class ProbeSettings:
     redis_key_prefix: str = ""
     session_timeout: float = 10.0
     concurrency: int = 16
-    engine: Engine = "http"
+    engine: Engine = "auto"
+    """http where it applies, `litellm.ahealth_check` for the rest when LiteLLM's proxy extra is installed."""
     once: bool = False
     health_partitions: int = 8
     """Partitions of the health topic when this prober creates it (the worker's default)."""
