@@ -116,7 +116,9 @@ def worker_command(
     redis_key_prefix: Annotated[
         str | None, typer.Option(help="Prefix of the Redis keys, if the routers use one.")
     ] = None,
-    web_port: Annotated[int | None, typer.Option(help="Port of /healthz and /metrics (default 6066).")] = None,
+    web_port: Annotated[
+        int | None, typer.Option(help="Port of /healthz, /metrics and the admin API (default 6066).")
+    ] = None,
     web_bind: Annotated[str, typer.Option(help="Address the web server listens on.")] = "127.0.0.1",
     partitions: Annotated[int, typer.Option(help="Partitions for topics this worker creates.")] = 8,
     app_id: Annotated[str, typer.Option(help="Consumer group and table namespace; workers sharing it split the work.")]

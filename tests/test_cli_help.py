@@ -1,0 +1,30 @@
+"""`--help` of the issue-6 commands says what an operator needs to run them (contract §5: `--help` on each).
+
+Checked on a wide terminal so that rich does not wrap a phrase across lines.
+"""
+
+from __future__ import annotations
+
+import pytest
+from typer.testing import CliRunner
+
+from coolant.cli import app
+
+MUST_SAY = {
+    "probe": ["once per interval", "max_tokens 1", "embedding", "health_check_results", "use_shared_health_check",
+              "coolant.health.cooldown: true", "--session-timeout", "--engine", "litellm.ahealth_check",
+              "KAFKA_BOOTSTRAP", "REDIS_URL", "SIGTERM"],
+    "tail": ["health flips", "--json", "--since", "--from-beginning", "--no-transitions", "Exit status 2"],
+    "alerts": ["Slack-compatible", "COOLANT_ALERTS_WEBHOOK", "--suppress-period", "held back", "Retry-After",
+               "--max-retries", "--dry-run", "cooldown over"],
+    "worker": ["admin API", "--admin-token", "COOLANT_ADMIN_TOKEN", "/metrics", "--web-port"],
+}
+
+
+@pytest.mark.parametrize("command", sorted(MUST_SAY))
+def test_help_names_what_the_command_needs(command: str) -> None:
+    result = CliRunner().invoke(app, [command, "--help"], env={"COLUMNS": "240", "TERM": "dumb"})
+    assert result.exit_code == 0, result.output
+    text = " ".join(result.output.split())  # one line: what a wrapped paragraph says, word for word
+    missing = [phrase for phrase in MUST_SAY[command] if phrase not in text]
+    assert not missing, f"`coolant {command} --help` does not say {missing}:\n{result.output}"
