@@ -13,7 +13,7 @@ from coolant.cli import app
 MUST_SAY = {
     "probe": ["once per interval", "max_tokens 1", "embedding", "health_check_results", "use_shared_health_check",
               "coolant.health.cooldown: true", "--session-timeout", "--engine", "litellm.ahealth_check",
-              "KAFKA_BOOTSTRAP", "REDIS_URL", "SIGTERM"],
+              "KAFKA_BOOTSTRAP", "REDIS_URL", "SIGTERM", "--metrics-port"],
     "tail": ["health flips", "--json", "--since", "--from-beginning", "--no-transitions", "Exit status 2"],
     "alerts": ["Slack-compatible", "COOLANT_ALERTS_WEBHOOK", "--suppress-period", "held back", "Retry-After",
                "--max-retries", "--dry-run", "cooldown over"],

@@ -61,6 +61,12 @@ def probe_command(
                           "proxy extra); auto: http where it applies, litellm for the rest when installed.")
     ] = "auto",
     once: Annotated[bool, typer.Option("--once", help="Probe one round of this prober's share, then exit.")] = False,
+    metrics_port: Annotated[
+        int | None,
+        typer.Option(min=0, max=65535, help="Serve Prometheus /metrics (coolant_probe_*) on this port (off without "
+                     "one)."),
+    ] = None,
+    metrics_bind: Annotated[str, typer.Option(help="Address the /metrics server listens on.")] = "127.0.0.1",
     loglevel: Annotated[str, typer.Option("--loglevel", "-l", help="debug, info, warning or error.")] = "info",
 ) -> None:
     """Probe every deployment once per interval across the whole fleet, however many probers run.
@@ -120,7 +126,17 @@ def probe_command(
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGINT, signal.SIGTERM):
             loop.add_signal_handler(sig, stop.set)
-        await Prober(targets, settings, client_args).run(stop)
+        if metrics_port is None:
+            await Prober(targets, settings, client_args).run(stop)
+            return
+        from coolant.probe.metrics import ProbeMetrics
+
+        metrics = ProbeMetrics()
+        runner = await metrics.serve(metrics_port, metrics_bind)
+        try:
+            await Prober(targets, settings, client_args, on_round=metrics.record).run(stop)
+        finally:
+            await runner.cleanup()
 
     try:
         asyncio.run(main())
