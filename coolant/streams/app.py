@@ -1,8 +1,9 @@
-"""The Faust app: topics, tables and thin agents around the pure policy core.
+"""The Faust app: topics, tables, agents and input lanes around the pure policy core.
 
-Each agent: raw bytes -> decode (dead letter if invalid) -> load the deployment's path state ->
-`step_outcome`/`step_health` -> publish the cooldown (and wait until durable); the touched states
-are saved once per batch. No policy decision is made here; the same functions run in `coolant replay`.
+Input records (outcomes, health) arrive in batches through lanes (see `lane.py`): raw bytes -> decode (dead
+letter if invalid) -> each decider loads the deployment's path state -> `step_outcome`/`step_health` -> publish
+the cooldown (and wait until durable); the touched states are saved once per batch, then the batch is
+acknowledged. No policy decision is made here; the same functions run in `coolant replay`.
 """
 
 from __future__ import annotations
@@ -10,13 +11,15 @@ from __future__ import annotations
 import logging
 import ssl
 import time
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 import faust
 import orjson
-from faust.sensors.prometheus import setup_prometheus_sensors
+from faust.sensors.prometheus import PrometheusMonitor
+from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from coolant.config import Config, KafkaSettings, resolve_secret
 from coolant.processors import HealthState, Policy, Step, step_health, step_outcome
@@ -24,19 +27,15 @@ from coolant.processors.ejection import passes
 from coolant.processors.health import transition
 from coolant.schemas import Cooldown, Health, InvalidRecord, Outcome, Record, decode, encode
 from coolant.streams import admin_api, metrics
-from coolant.streams.consumer import install as install_seek_guard
+from coolant.streams.consumer import install as install_consumer
 from coolant.streams.deadletter import deadletter_value
+from coolant.streams.lane import Lane
 from coolant.streams.monitor import ACTIVE_INTERVAL, LAG_INTERVAL, ActiveCooldownsReporter, LagReporter
 from coolant.streams.pathstore import PathStore
 from coolant.streams.registry import LiveRegistry, follow
 from coolant.topics import Topics
 
 log = logging.getLogger(__name__)
-
-BATCH_MAX = 1000
-BATCH_WITHIN = 0.005
-"""Records are decided one by one as they arrive, but state is persisted once per batch of up to
-BATCH_MAX records or BATCH_WITHIN seconds: a deployment's many records cost one changelog write."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -117,8 +116,6 @@ class Decider:
         self._ejections: dict[str, dict[str, float]] = {}
         for store in (self.request_store, self.health_store):
             store.seen_table.on_recover(self._recovered(store))
-        app.agent(pipeline.outcomes, name=label + "outcomes")(self._outcome_agent)
-        app.agent(pipeline.health, name=label + "health")(self._health_agent)
         app.agent(self.candidates, name=label + "ejection")(self._ejection_agent)
         if self.history_table is not None:
             app.agent(self.cooldowns, name="cooldown-history")(self._history_agent)
@@ -136,43 +133,36 @@ class Decider:
         p = self.pipeline
         await follow(self.registry, p.names.deployments, kafka_client_args(p.cfg.runtime.kafka))
 
-    async def _outcome_agent(self, stream: Any) -> None:
-        await self._decide(stream, Outcome, self.request_store, step_outcome)
+    async def decide(self, topic: str, items: list[tuple[Any, Outcome | Health]]) -> None:
+        """Decide one batch of one input topic record by record, in order, then persist the touched states once.
 
-    async def _health_agent(self, stream: Any) -> None:
-        await self._decide(stream, Health, self.health_store, step_health)
-
-    async def _decide(
-        self, stream: Any, expected: type[Outcome] | type[Health], store: PathStore, step_fn: Callable[..., Step]
-    ) -> None:
-        """The agent loop of both paths: decide record by record, persist touched states per batch."""
-        async for batch in stream.take_events(BATCH_MAX, within=BATCH_WITHIN):
-            for event in batch:
-                rec = await self.pipeline.decoded(event, expected, dead_letter=not self.shadow)
-                if rec is None:
-                    continue
-                dep = rec.deployment_id
-                ps = store.load(dep)
-                previous = ps.probe  # step_health replaces it
-                step = step_fn(self.registry.policy, ps, rec)
-                if step.health is not None and not self.shadow:  # H1: health-state changes, for Redis
-                    value = orjson.dumps({"deployment_id": dep, **step.health.to_dict()})
-                    await self.pipeline.health_state.send(key=dep.encode(), value=value)
-                    await self._publish_transition(previous, rec)
-                await self._publish(step, event.message.topic)
-                store.touch(dep, ps, event.message.partition)
-            await store.flush(self.pipeline.app.producer)
-
-    async def _publish(self, step: Step, topic: str) -> None:
-        """Count the record; send its cooldown (to the ejection stage when X3 is on) and wait until durable.
-
-        Waiting before the state is saved means a crash in between re-decides the record rather
-        than losing its cooldown (at-least-once; the cooldown's event id is the same either way).
+        Each record's cooldown is durable before the states are saved, so a crash in between re-decides the
+        record rather than losing its cooldown (at-least-once; the cooldown's event id is the same either way).
         """
-        self.records_metric.labels(topic, step.disposition).inc()
-        cd = step.cooldown
-        if cd is None:
-            return
+        health = topic == self.pipeline.health.get_topic_name()
+        store = self.health_store if health else self.request_store
+        step_fn: Callable[..., Step] = step_health if health else step_outcome
+        policy = self.registry.policy
+        dispositions: Counter[str] = Counter()
+        for message, rec in items:
+            dep = rec.deployment_id
+            ps = store.load(dep)
+            previous = ps.probe  # step_health replaces it
+            step = step_fn(policy, ps, rec)
+            if step.health is not None and not self.shadow:  # H1: health-state changes, for Redis
+                value = orjson.dumps({"deployment_id": dep, **step.health.to_dict()})
+                await self.pipeline.health_state.send(key=dep.encode(), value=value)
+                await self._publish_transition(previous, rec)
+            dispositions[step.disposition] += 1
+            if step.cooldown is not None:
+                await self._publish(step.cooldown)
+            store.touch(dep, ps, message.partition)
+        await store.flush(self.pipeline.app.producer)
+        for disposition, n in dispositions.items():
+            self.records_metric.labels(topic, disposition).inc(n)
+
+    async def _publish(self, cd: Cooldown) -> None:
+        """Send a cooldown (to the ejection stage when X3 is on) and wait until it is durable."""
         if self.registry.policy.options.max_ejection_percent < 100:
             fut = await self.candidates.send(key=cd.model_group.encode(), value=encode(cd))
         else:
@@ -203,7 +193,7 @@ class Decider:
         assert table is not None
         topic = table.changelog_topic.get_topic_name()
         async for event in stream.events():
-            cd = await self.pipeline.decoded(event, Cooldown, dead_letter=False)
+            cd = await self.pipeline.decoded(event.message, Cooldown, dead_letter=False)
             if cd is None:
                 continue
             key = cd.deployment_id.encode()
@@ -265,15 +255,21 @@ class Pipeline:
             broker_commit_every=10_000,
             broker_commit_interval=2.8,
         )
-        install_seek_guard(app)  # faust 0.15.3 skips records around a rebalance without it
+        self.lanes = {n.outcomes: Lane(), n.health: Lane()}
+        install_consumer(app, self.lanes)  # input lanes; and faust 0.15.3 skips records around a rebalance without it
         raw: dict[str, Any] = {"key_serializer": "raw", "value_serializer": "raw"}
         self.outcomes = app.topic(n.outcomes, partitions=opts.partitions, **raw)
         self.health = app.topic(n.health, partitions=opts.partitions, **raw)
+        app.topics.add(self.outcomes)  # subscribed and acknowledged as an agent's topic would be; read by the lanes
+        app.topics.add(self.health)
         self.deadletter = app.topic(n.deadletter, partitions=1, **raw)
         self.health_state = app.topic(n.health_state, partitions=opts.partitions, **raw)
         self.transitions = app.topic(n.health_transitions, partitions=opts.partitions, **raw)
         self.enforced = Decider(self, cfg.policy, shadow=False)
         self.shadow = None if shadow_policy is None else Decider(self, shadow_policy, shadow=True)
+        self.deciders = [self.enforced] if self.shadow is None else [self.enforced, self.shadow]
+        app.task(self._drive_outcomes)
+        app.task(self._drive_health)
         if sink is not None:
             app.agent(self.enforced.cooldowns, name="materialize-cooldowns")(self._materialize_cooldowns)
             app.agent(self.health_state, name="materialize-health")(self._materialize_health)
@@ -294,31 +290,54 @@ class Pipeline:
         async def healthz(web: Any, request: Any) -> Any:
             return web.json({"status": "ok", "deployments": len(registry.policy.registry.entries)})
 
-        setup_prometheus_sensors(app, registry=metrics.REGISTRY, name_prefix="coolant_faust")
+        app.monitor = PrometheusMonitor(metrics=metrics.faust_metrics())
 
-    async def dead_letter(self, event: Any, error: str) -> None:
-        msg = event.message
-        log.warning("dead letter %s[%s]@%s: %s", msg.topic, msg.partition, msg.offset, error)
-        metrics.DEADLETTERS.labels(msg.topic).inc()
-        metrics.RECORDS.labels(msg.topic, "invalid").inc()
-        value = deadletter_value(error, msg.topic, msg.partition, msg.offset, event.value)
-        await self.deadletter.send(key=event.key, value=value)
+        @app.page("/metrics")
+        async def prometheus(web: Any, request: Any) -> Any:
+            return web.bytes(generate_latest(metrics.REGISTRY), headers={"Content-Type": CONTENT_TYPE_LATEST})
 
-    async def decoded(self, event: Any, expected: type[Record], *, dead_letter: bool = True) -> Any:
-        """The event's record if it is valid and of the `expected` type; else None, dead-lettered with the reason.
+    async def _drive_outcomes(self) -> None:
+        await self._drive(self.outcomes.get_topic_name(), Outcome)
 
-        A shadow decider passes `dead_letter=False`: the enforced one already dead-letters the same bytes.
-        """
+    async def _drive_health(self) -> None:
+        await self._drive(self.health.get_topic_name(), Health)
+
+    async def _drive(self, topic: str, expected: type[Outcome] | type[Health]) -> None:
+        """One input lane: take what is pending, decode it once, let each decider decide it, then acknowledge
+        (Faust commits an offset only once every message before it is acknowledged)."""
+        lane = self.lanes[topic]
+        while True:
+            batch = await lane.take()
+            items = []
+            for message in batch:
+                rec = await self.decoded(message, expected)
+                if rec is not None:
+                    items.append((message, rec))
+            for decider in self.deciders:
+                await decider.decide(topic, items)
+            ack = self.app.consumer.ack
+            for message in batch:
+                ack(message)
+
+    async def dead_letter(self, message: Any, error: str) -> None:
+        log.warning("dead letter %s[%s]@%s: %s", message.topic, message.partition, message.offset, error)
+        metrics.DEADLETTERS.labels(message.topic).inc()
+        metrics.RECORDS.labels(message.topic, "invalid").inc()
+        value = deadletter_value(error, message.topic, message.partition, message.offset, message.value)
+        await self.deadletter.send(key=message.key, value=value)
+
+    async def decoded(self, message: Any, expected: type[Record], *, dead_letter: bool = True) -> Any:
+        """The message's record if it is valid and of the `expected` type; else None, dead-lettered with the reason."""
         try:
-            rec = decode(event.value)
+            rec = decode(message.value)
         except InvalidRecord as exc:
             if dead_letter:
-                await self.dead_letter(event, str(exc))
+                await self.dead_letter(message, str(exc))
             return None
         if type(rec) is not expected:
             if dead_letter:
-                problem = f"schema: expected {expected.schema} on {event.message.topic}, got {rec.schema}"
-                await self.dead_letter(event, problem)
+                problem = f"schema: expected {expected.schema} on {message.topic}, got {rec.schema}"
+                await self.dead_letter(message, problem)
             return None
         return rec
 
@@ -326,7 +345,7 @@ class Pipeline:
         """Cooldown records -> LiteLLM's Redis keys. Not acknowledged until written (retries inside)."""
         assert self.sink is not None
         async for event in stream.events():
-            cd = await self.decoded(event, Cooldown)
+            cd = await self.decoded(event.message, Cooldown)
             if cd is None:
                 continue
             written = await self.sink.write_with_retry(cd, on_error=_redis_error)

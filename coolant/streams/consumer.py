@@ -22,12 +22,13 @@ policy's event-id dedup: at-least-once, in order, nothing skipped.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from faust.transport.drivers import aiokafka as faust_aiokafka
 
 from coolant.streams import metrics
+from coolant.streams.lane import Lane
 
 
 class SeekSafeConsumer(faust_aiokafka.Consumer):  # type: ignore[misc,unused-ignore]  # faust is untyped
@@ -56,19 +57,46 @@ class SeekSafeConsumer(faust_aiokafka.Consumer):  # type: ignore[misc,unused-ign
                 super().resume_partitions(held & set(self.assignment()))
 
 
-def keep_queues_on_redundant_resume(app: Any) -> None:
-    """Resuming flow that is already running must not clear the agents' queues (see the module doc)."""
+def consumer_class(lanes: Mapping[str, Lane]) -> type[SeekSafeConsumer]:
+    """The app's consumer: messages of the `lanes` topics go to their lane, the others to Faust's conductor."""
+
+    class LaneConsumer(SeekSafeConsumer):
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            super().__init__(*args, **kwargs)
+            conductor = self.callback
+
+            async def route(message: Any) -> None:
+                lane = lanes.get(message.topic)
+                if lane is None:
+                    await conductor(message)
+                else:
+                    await lane.put(message)
+
+            self.callback = route
+
+    return LaneConsumer
+
+
+def guard_flow_control(app: Any, lanes: Mapping[str, Lane]) -> None:
+    """Resuming flow that is already running must not clear the queues (see the module doc); clearing them on a
+    rebalance clears the lanes too."""
     flow = app.flow_control
-    resume = flow.resume
+    resume, clear = flow.resume, flow.clear
 
     def resume_if_suspended() -> None:
         if not flow.is_active():
             resume()
 
+    def clear_all() -> None:
+        clear()
+        for lane in lanes.values():
+            lane.clear()
+
     flow.resume = resume_if_suspended
+    flow.clear = clear_all
 
 
-def install(app: Any) -> None:
-    """Use the guarded consumer and flow control for this app (before it starts)."""
-    app.transport.Consumer = SeekSafeConsumer
-    keep_queues_on_redundant_resume(app)
+def install(app: Any, lanes: Mapping[str, Lane]) -> None:
+    """Use the guarded, lane-routing consumer and flow control for this app (before it starts)."""
+    app.transport.Consumer = consumer_class(lanes)
+    guard_flow_control(app, lanes)

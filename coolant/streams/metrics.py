@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import functools
+
+from faust.sensors.prometheus import FaustMetrics
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
 from coolant.schemas import Cooldown
@@ -98,3 +101,9 @@ HELD_RESUMES = Counter(
     "Stream partitions whose resume waited for their seek to the committed offset (the failover guard).",
     registry=REGISTRY,
 )
+
+
+@functools.cache
+def faust_metrics() -> FaustMetrics:
+    """Faust's own sensor metrics (`coolant_faust_*`), registered once per process however many apps it builds."""
+    return FaustMetrics.create(REGISTRY, "coolant_faust")

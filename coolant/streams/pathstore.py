@@ -40,6 +40,8 @@ class SeenView(MutableMapping[str, float]):
         """chunk number -> ids of it still held."""
         self._new: dict[str, float] = {}
         self._emptied: list[int] = []
+        self._first = 0
+        """No chunk below this number is live: the state records the span [first, next), not a growing list."""
         self._next = 0
 
     def load_chunk(self, chunk: int, ids: dict[str, float]) -> None:
@@ -48,6 +50,11 @@ class SeenView(MutableMapping[str, float]):
             self._chunk_of[event_id] = chunk
         self._live[chunk] = len(ids)
         self._next = max(self._next, chunk + 1)
+
+    def loaded(self, next_: int) -> None:
+        """After `load_chunk` of the chunks found in a stored span: numbering resumes at the span's end."""
+        self._next = max(self._next, next_)
+        self._first = min(self._live, default=self._next)
 
     def __getitem__(self, event_id: str) -> float:
         return self._ids[event_id]
@@ -69,6 +76,8 @@ class SeenView(MutableMapping[str, float]):
         if not self._live[chunk]:
             del self._live[chunk]
             self._emptied.append(chunk)
+            while self._first < self._next and self._first not in self._live:
+                self._first += 1
 
     def __iter__(self) -> Iterator[str]:
         return iter(self._ids)
@@ -76,9 +85,9 @@ class SeenView(MutableMapping[str, float]):
     def __len__(self) -> int:
         return len(self._ids)
 
-    def chunks(self) -> list[int]:
-        """The chunk numbers holding this deployment's flushed ids."""
-        return sorted(self._live)
+    def span(self) -> list[int]:
+        """`[first, next)`: every live chunk's number is in it (ids expire roughly in order, so it stays short)."""
+        return [self._first, self._next]
 
     def drain(self) -> list[tuple[int, dict[str, float] | None]]:
         """Chunks to write: the new ids as one chunk, and None for each chunk now empty."""
@@ -95,10 +104,11 @@ class SeenView(MutableMapping[str, float]):
 class PathStore:
     """Load, mark and persist `PathState`s by deployment id over a state table and a seen table.
 
-    A state's table value is `{"state": …, "chunks": [seen chunk numbers]}`, so a deployment loads
-    with exactly its seen ids. Loaded states are cached as objects together with the table value
-    they came from; a value replaced behind our back (changelog recovery, a standby promoted after
-    a rebalance) is a different object, so the next load rebuilds from the table.
+    A state's table value is `{"state": …, "span": [first, next)}` (the numbers its seen chunks may
+    have), so a deployment loads with exactly its seen ids. Loaded states are cached as objects
+    together with the table value they came from; a value replaced behind our back (changelog
+    recovery, a standby promoted after a rebalance) is a different object, so the next load
+    rebuilds from the table.
     """
 
     def __init__(self, state_table: Any, seen_table: Any) -> None:
@@ -122,10 +132,12 @@ class PathStore:
         else:
             stored = orjson.loads(raw)
             ps = PathState.from_dict(stored["state"])
-            for chunk in stored["chunks"]:
+            first, next_ = stored["span"]
+            for chunk in range(first, next_):
                 ids = self.seen_table.data.get(key + SEP + str(chunk).encode())
                 if ids is not None:
                     view.load_chunk(chunk, orjson.loads(ids))
+            view.loaded(next_)
         ps.seen = view
         self._states[deployment_id] = (ps, raw)
         return ps
@@ -169,7 +181,7 @@ class PathStore:
                     self.seen_table.data[chunk_key] = chunk_value
                     await producer.send(seen_topic, chunk_key, chunk_value, partition, None, None)
                 writes += 1
-            value = orjson.dumps({"state": ps.to_dict(), "chunks": view.chunks()})
+            value = orjson.dumps({"state": ps.to_dict(), "span": view.span()})
             self.state_table.data[key] = value
             self._states[deployment_id] = (ps, value)
             await producer.send(state_topic, key, value, partition, None, None)
