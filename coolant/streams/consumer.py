@@ -22,13 +22,18 @@ policy's event-id dedup: at-least-once, in order, nothing skipped.
 
 from __future__ import annotations
 
+import asyncio
+import logging
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from faust.transport import consumer as faust_consumer
 from faust.transport.drivers import aiokafka as faust_aiokafka
 
 from coolant.streams import metrics
 from coolant.streams.lane import Lane
+
+log = logging.getLogger(__name__)
 
 
 class SeekSafeConsumer(faust_aiokafka.Consumer):  # type: ignore[misc,unused-ignore]  # faust is untyped
@@ -61,18 +66,55 @@ def consumer_class(lanes: Mapping[str, Lane]) -> type[SeekSafeConsumer]:
     """The app's consumer: messages of the `lanes` topics go to their lane, the others to Faust's conductor."""
 
     class LaneConsumer(SeekSafeConsumer):
-        def __init__(self, *args: Any, **kwargs: Any) -> None:
-            super().__init__(*args, **kwargs)
+        async def _drain_messages(self, fetcher: Any) -> None:
+            """Faust's fetch loop, with the lanes' messages handed over directly.
+
+            Faust wraps every delivery in `wait_first(callback, flow suspended)` (two tasks per message) so
+            that a rebalance can abandon a delivery blocked on a full queue; a lane never blocks through a
+            rebalance (clearing it makes room), so its messages skip that and are dropped while flow is
+            suspended, as Faust drops them. The read-offset, gap and commit bookkeeping is Faust's.
+            """
             conductor = self.callback
-
-            async def route(message: Any) -> None:
-                lane = lanes.get(message.topic)
-                if lane is None:
-                    await conductor(message)
-                else:
-                    await lane.put(message)
-
-            self.callback = route
+            getmany = self.getmany
+            read_offset = self._read_offset
+            acks_enabled_for = self.app.topics.acks_enabled_for
+            commit_every = self._commit_every
+            consumer_stopped = self._stopped.is_set
+            fetcher_stopped = fetcher._stopped.is_set
+            try:
+                while not (consumer_stopped() or fetcher_stopped()):
+                    self.diag.set_flag(faust_consumer.CONSUMER_FETCHING)
+                    batch = getmany(timeout=1.0)
+                    await self.sleep(0)
+                    if self.should_stop:
+                        continue
+                    async for tp, message in batch:
+                        offset = message.offset
+                        r_offset = read_offset[tp]
+                        if r_offset is not None and offset < r_offset:
+                            continue  # read already (fetched again after a seek)
+                        if r_offset and offset - r_offset > 1 and acks_enabled_for(message.topic):
+                            await self._add_gap(tp, r_offset + 1, offset)
+                        if commit_every is not None and self._n_acked >= commit_every:
+                            self._n_acked = 0
+                            await self.commit()
+                        lane = lanes.get(message.topic)
+                        if lane is None:
+                            await self.wait_first(conductor(message), self.suspend_flow.wait())
+                        elif self.flow_active:
+                            await lane.put(message)
+                        read_offset[tp] = offset
+                    self.diag.unset_flag(faust_consumer.CONSUMER_FETCHING)
+            except self.consumer_stopped_errors:
+                if not self.transport.app.should_stop:
+                    raise
+                log.info("Broker stopped consumer, shutting down...")
+            except asyncio.CancelledError:
+                if not self.transport.app.should_stop:
+                    raise
+                log.info("Consumer shutting down for user cancel.")
+            finally:
+                self.diag.unset_flag(faust_consumer.CONSUMER_FETCHING)
 
     return LaneConsumer
 
