@@ -17,7 +17,7 @@ from typing import Any
 MAX_PENDING = 10_000
 """Back-pressure: the consumer waits while this many messages are pending (a few hundred ms of work)."""
 FILL = 1000
-FILL_WITHIN = 0.002
+FILL_WITHIN = 0.001
 """A batch smaller than FILL waits up to FILL_WITHIN seconds for more: the consumer hands over one message at a
 time, and a decider woken by the first would otherwise decide (and persist state) for batches of one or two."""
 
