@@ -108,8 +108,10 @@ def probe_command(
         timeout=timeout,
         group=group,
         topic_prefix=topic_prefix if topic_prefix is not None else rt.topic_prefix,
-        redis_url=redis_url,
-        redis_key_prefix=redis_key_prefix if redis_key_prefix is not None else rt.redis.key_prefix,
+        redis=None if not redis_url else replace(
+            rt.redis, url=redis_url,
+            key_prefix=redis_key_prefix if redis_key_prefix is not None else rt.redis.key_prefix,
+        ),
         session_timeout=session_timeout,
         concurrency=concurrency,
         engine=engine_choice,

@@ -30,7 +30,7 @@ from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, ConsumerRebalanceListen
 from aiokafka.errors import CommitFailedError, KafkaError
 from redis.exceptions import RedisError
 
-from coolant.config import ConfigError
+from coolant.config import ConfigError, RedisSettings
 from coolant.probe.classify import ProbeResult, classify
 from coolant.probe.http import Engine, HttpProber, LiteLLMProber, Unsupported
 from coolant.probe.ownership import due_partitions, owned_deployments, round_of, round_start
@@ -39,6 +39,7 @@ from coolant.probe.store import merge_results
 from coolant.probe.targets import Target
 from coolant.schemas import Health, encode
 from coolant.streams.admin import create_missing
+from coolant.streams.worker import redis_client
 from coolant.topics import Topics
 
 __all__ = ["ProbeSettings", "Prober", "RoundReport"]
@@ -53,8 +54,8 @@ class ProbeSettings:
     timeout: float = 10.0
     group: str = "coolant-probers"
     topic_prefix: str = "coolant."
-    redis_url: str | None = None
-    redis_key_prefix: str = ""
+    redis: RedisSettings | None = None
+    """Where LiteLLM's shared `health_check_results` key is kept fresh; None: no shared key."""
     session_timeout: float = 10.0
     concurrency: int = 16
     engine: Engine = "auto"
@@ -259,12 +260,12 @@ class Prober:
             return False
 
     async def _merge(self, records: Sequence[Health]) -> None:
-        if self._redis is None:
+        if self._redis is None or self.settings.redis is None:
             return
         entries = {r.deployment_id: entry_value(self.targets[r.deployment_id], r) for r in records}
         try:
             await merge_results(
-                self._redis, self.settings.redis_key_prefix, entries, self.clock(), f"coolant:{self.settings.prober_id}"
+                self._redis, self.settings.redis.key_prefix, entries, self.clock(), f"coolant:{self.settings.prober_id}"
             )
         except RedisError as exc:
             log.warning("shared health results not written: %s", exc)
@@ -298,8 +299,8 @@ class Prober:
             rebalance_timeout_ms=max(session_ms, int((s.timeout * 2 + 10) * 1000)),
             **self.client_args,
         )
-        if s.redis_url:
-            self._redis = redis_asyncio.from_url(s.redis_url, socket_connect_timeout=5, socket_timeout=10)
+        if s.redis is not None:
+            self._redis = redis_client(s.redis, socket_timeout=10)
         poll: asyncio.Task[None] | None = None
         try:
             await self._engines.start()

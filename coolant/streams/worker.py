@@ -7,13 +7,14 @@ import logging
 import os
 from collections.abc import MutableMapping
 from dataclasses import replace
+from typing import Any
 
 import faust
 import redis.asyncio as redis_asyncio
 from redis.asyncio.retry import Retry
 from redis.backoff import NoBackoff
 
-from coolant.config import Config, resolve_secret
+from coolant.config import Config, RedisSettings, resolve_secret
 from coolant.streams import metrics
 from coolant.streams.admin import ensure_topics
 from coolant.streams.app import Pipeline, WorkerOptions, kafka_client_args
@@ -35,14 +36,12 @@ def drop_conflicting_env(environ: MutableMapping[str, str]) -> list[str]:
     return [name for name in FAUST_ENV_SET_BY_COOLANT if environ.pop(name, None) is not None]
 
 
-def redis_client(cfg: Config) -> redis_asyncio.Redis:
-    r = cfg.runtime.redis
-    return redis_asyncio.from_url(
-        r.url, password=resolve_secret(r.password), socket_timeout=5, socket_connect_timeout=5,
-        **({"connection_class": redis_asyncio.SSLConnection} if r.ssl else {}),
-        health_check_interval=10,
-        retry=Retry(NoBackoff(), 0),  # the sink's own backoff (logged, counted) is the only retry loop
-    )
+def redis_client(r: RedisSettings, **options: Any) -> redis_asyncio.Redis:
+    """A client for the configured Redis (password resolved here, at the edge; TLS when asked)."""
+    args: dict[str, Any] = {"socket_timeout": 5, "socket_connect_timeout": 5}
+    if r.ssl:
+        args["connection_class"] = redis_asyncio.SSLConnection
+    return redis_asyncio.from_url(r.url, password=resolve_secret(r.password), **{**args, **options})
 
 
 def build_pipeline(
@@ -62,7 +61,9 @@ def build_pipeline(
     if opts.materialize:
         from coolant.streams.materializer import RedisSink
 
-        sink = RedisSink(redis_client(cfg), cfg.runtime.redis.key_prefix, on_write=_observe_write)
+        # the sink's own backoff (logged, counted) is the only retry loop
+        client = redis_client(cfg.runtime.redis, health_check_interval=10, retry=Retry(NoBackoff(), 0))
+        sink = RedisSink(client, cfg.runtime.redis.key_prefix, on_write=_observe_write)
     shadow_policy = None if shadow is None else shadow.policy
     return Pipeline(cfg, replace(opts, partitions=partitions), sink, shadow_policy)
 

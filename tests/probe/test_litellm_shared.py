@@ -35,6 +35,7 @@ from litellm.caching.redis_cache import RedisCache
 from litellm.proxy.health_check_utils import shared_health_check_manager as shared_module
 from litellm.proxy.health_check_utils.shared_health_check_manager import SharedHealthCheckManager
 
+from coolant.config import RedisSettings
 from coolant.probe.service import Prober, ProbeSettings
 from coolant.probe.targets import load_targets
 from tests.probe.upstream import FakeUpstream
@@ -78,7 +79,7 @@ async def test_proxy_shared_health_check_uses_coolant_results_and_probes_nothing
     _, targets, _ = load_targets(config)
     settings = ProbeSettings(
         prober_id="ll-test", interval=60.0, timeout=5.0, group=f"{tag}-probers", topic_prefix=f"{tag}.",
-        redis_url=redis_url, redis_key_prefix=f"{tag}:", session_timeout=6.0, once=True,
+        redis=RedisSettings(url=redis_url, key_prefix=f"{tag}:"), session_timeout=6.0, once=True,
     )
     await asyncio.wait_for(Prober(targets, settings, {"bootstrap_servers": kafka_bootstrap}).run(asyncio.Event()), 60)
     assert upstream.total() == len(DEPS)  # coolant probed each deployment once
