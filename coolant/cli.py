@@ -17,6 +17,7 @@ from coolant.replay import replay
 from coolant.report import render_summary
 from coolant.schemas import Cooldown, encode
 from coolant.sources import SourceError, check_readable, read_blocks, total_size
+from coolant.terminal import err, fail
 
 PROGRESS_MIN_BYTES = 4 * 1024 * 1024
 
@@ -27,13 +28,6 @@ app = typer.Typer(
     add_completion=False,
     pretty_exceptions_enable=False,
 )
-err = Console(stderr=True)
-
-
-def fail(message: str, code: int = 2) -> typer.Exit:
-    """One line on stderr, then exit: the contract's way to report a bad config or file."""
-    err.print(f"coolant: error: {message}", highlight=False, markup=False, soft_wrap=True)
-    return typer.Exit(code)
 
 
 def load(config: Path) -> Config:

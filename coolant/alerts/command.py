@@ -29,20 +29,11 @@ from coolant.alerts.slack import Payload
 from coolant.alerts.webhook import Webhook, redact
 from coolant.config import DEFAULT_KAFKA_BOOTSTRAP
 from coolant.schemas import Cooldown, HealthTransition
+from coolant.terminal import fail, say
 
 __all__ = ["alerts_command", "tail_command"]
 
 T = TypeVar("T")
-err = Console(stderr=True)
-
-
-def _fail(message: str, code: int = 2) -> typer.Exit:
-    err.print(f"coolant: error: {message}", highlight=False, markup=False, soft_wrap=True)
-    return typer.Exit(code)
-
-
-def _say(message: str) -> None:
-    err.print(message, highlight=False, markup=False, soft_wrap=True)
 
 
 async def _bounded(step: Callable[[], Awaitable[T]], bootstrap: str, seconds: float) -> T:
@@ -64,7 +55,7 @@ async def _bounded(step: Callable[[], Awaitable[T]], bootstrap: str, seconds: fl
 def _topics(prefix: str, cooldowns: bool, transitions: bool) -> list[str]:
     topics = feed.topic_names(prefix, cooldowns, transitions)
     if not topics:
-        raise _fail("--no-cooldowns and --no-transitions leave nothing to follow")
+        raise fail("--no-cooldowns and --no-transitions leave nothing to follow")
     return topics
 
 
@@ -125,7 +116,7 @@ def tail_command(
         rec = msg.record
         if rec is None or not isinstance(rec, Cooldown | HealthTransition):
             why = msg.invalid if rec is None else f"unexpected {rec.schema} record"
-            _say(f"coolant tail: warning: {msg.where}: skipped: {why}")
+            say(f"coolant tail: warning: {msg.where}: skipped: {why}")
             return
         if as_json:
             value = msg.value.strip() if msg.value is not None else b""
@@ -143,7 +134,7 @@ def tail_command(
 
         consumer = await _bounded(connect, bootstrap, connect_timeout)
         where = "from the beginning" if from_beginning else (f"since {since} ago" if since else "new records")
-        _say(f"coolant tail: following {', '.join(topics)} ({where}); Ctrl-C to stop")
+        say(f"coolant tail: following {', '.join(topics)} ({where}); Ctrl-C to stop")
         try:
             while True:
                 for _tp, messages in (await consumer.getmany(timeout_ms=1000)).items():
@@ -155,7 +146,7 @@ def tail_command(
     try:
         asyncio.run(run())
     except feed.BrokerUnreachable as exc:
-        raise _fail(str(exc)) from None
+        raise fail(str(exc)) from None
     except KeyboardInterrupt:
         raise typer.Exit(130) from None
     except BrokenPipeError:  # `coolant tail --json | head`: the reader is gone, so are we
@@ -223,9 +214,9 @@ def alerts_command(
     """
     if not dry_run:
         if not webhook:
-            raise _fail("--webhook URL (or COOLANT_ALERTS_WEBHOOK) is required unless --dry-run")
+            raise fail("--webhook URL (or COOLANT_ALERTS_WEBHOOK) is required unless --dry-run")
         if urlsplit(webhook).scheme not in ("http", "https") or not urlsplit(webhook).netloc:
-            raise _fail(f"--webhook: not an http(s) URL: {redact(webhook)}")
+            raise fail(f"--webhook: not an http(s) URL: {redact(webhook)}")
     level = getattr(logging, loglevel.upper(), None)
     if not isinstance(level, int):
         raise typer.BadParameter(f"unknown level {loglevel!r}", param_hint="--loglevel")
@@ -264,7 +255,7 @@ def alerts_command(
             alerter = Alerter(opts, send)
             await _bounded(alerter.open, bootstrap, connect_timeout)
             target = "stdout (dry run)" if dry_run else redact(webhook or "")
-            _say(f"coolant alerts: following {', '.join(topics)} as group {group}, posting to {target}")
+            say(f"coolant alerts: following {', '.join(topics)} as group {group}, posting to {target}")
             try:
                 await alerter.serve()
             except asyncio.CancelledError:
@@ -275,9 +266,9 @@ def alerts_command(
     try:
         stats = asyncio.run(run())
     except feed.BrokerUnreachable as exc:
-        raise _fail(str(exc)) from None
+        raise fail(str(exc)) from None
     except asyncio.CancelledError:  # a signal while still connecting
         if not stopping:
             raise
         raise typer.Exit(0) from None
-    _say(_summary(stats))
+    say(_summary(stats))

@@ -28,7 +28,6 @@ import typer
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient
 from aiokafka.errors import KafkaConnectionError, KafkaError
-from rich.console import Console
 from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TimeElapsedColumn
 
 from coolant.config import DEFAULT_KAFKA_BOOTSTRAP, Config, ConfigError, load_config
@@ -37,6 +36,7 @@ from coolant.publish.publisher import route
 from coolant.schemas import Cooldown, DeploymentRecord, HealthTransition, InvalidRecord, decode, encode
 from coolant.sources import Line, SourceError, check_readable, read_lines, total_size
 from coolant.streams.admin import create_missing
+from coolant.terminal import err, fail, say
 from coolant.topics import Topics, TopicSpec
 
 __all__ = [
@@ -52,16 +52,6 @@ MAX_INVALID_SHOWN = 20
 _TOPIC_PREFIX = re.compile(r"[A-Za-z0-9._-]*")
 _RATE = re.compile(r"\s*([0-9]*\.?[0-9]+(?:[eE][+-]?[0-9]+)?)\s*(?:/\s*s)?\s*")
 
-err = Console(stderr=True)
-
-
-def _fail(message: str, code: int = 2) -> typer.Exit:
-    err.print(f"coolant: error: {message}", highlight=False, markup=False, soft_wrap=True)
-    return typer.Exit(code)
-
-
-def _say(message: str) -> None:
-    err.print(message, highlight=False, markup=False, soft_wrap=True)
 
 
 def _kafka_problem(exc: BaseException) -> str:
@@ -241,7 +231,7 @@ def publish_command(
     try:
         check_readable([file])
     except SourceError as exc:
-        raise _fail(str(exc)) from None
+        raise fail(str(exc)) from None
     topics = Topics(topic_prefix)
     size = total_size([file])
     show = progress if progress is not None else err.is_terminal
@@ -250,7 +240,7 @@ def publish_command(
 
     def report(problem: str) -> None:
         if shown["invalid"] < MAX_INVALID_SHOWN:
-            _say(f"coolant: invalid: {problem}")
+            say(f"coolant: invalid: {problem}")
         shown["invalid"] += 1
 
     async def run(bar: Progress | None) -> PublishSummary:
@@ -289,23 +279,23 @@ def publish_command(
         else:
             summary = asyncio.run(run(None))
     except SourceError as exc:
-        raise _fail(str(exc)) from None
+        raise fail(str(exc)) from None
     except (KafkaError, OSError) as exc:
-        raise _fail(f"kafka {bootstrap}: {_kafka_problem(exc)}", 1) from None
+        raise fail(f"kafka {bootstrap}: {_kafka_problem(exc)}", 1) from None
     _print_publish_summary(summary, topics)
     if summary.failed:
-        raise _fail(f"kafka {bootstrap}: {summary.failed} records were not acknowledged", 1)
+        raise fail(f"kafka {bootstrap}: {summary.failed} records were not acknowledged", 1)
 
 
 def _print_publish_summary(s: PublishSummary, topics: Topics) -> None:
-    _say(f"coolant publish: {s.total:,} records sent in {s.seconds:.1f} s")
+    say(f"coolant publish: {s.total:,} records sent in {s.seconds:.1f} s")
     for topic in (topics.outcomes, topics.health, topics.deployments):
-        _say(f"  {topic:<32} {s.sent[topic]:>10,}")
+        say(f"  {topic:<32} {s.sent[topic]:>10,}")
     if s.invalid > MAX_INVALID_SHOWN:
-        _say(f"  ({s.invalid - MAX_INVALID_SHOWN:,} more invalid lines not shown)")
-    _say(f"  {'invalid lines':<32} {s.invalid:>10,}")
+        say(f"  ({s.invalid - MAX_INVALID_SHOWN:,} more invalid lines not shown)")
+    say(f"  {'invalid lines':<32} {s.invalid:>10,}")
     if s.failed:
-        _say(f"  {'not acknowledged':<32} {s.failed:>10,}")
+        say(f"  {'not acknowledged':<32} {s.failed:>10,}")
 
 
 # --------------------------------------------------------------------------------------------
@@ -431,22 +421,22 @@ def deployments_sync_command(
     try:
         cfg = load_config(config)
     except ConfigError as exc:
-        raise _fail(str(exc)) from None
+        raise fail(str(exc)) from None
     for warning in cfg.warnings:
-        _say(f"coolant: warning: {warning}")
+        say(f"coolant: warning: {warning}")
     prefix = _check_prefix(topic_prefix) if topic_prefix is not None else cfg.runtime.topic_prefix
     kafka = cfg.runtime.kafka if not bootstrap else replace(cfg.runtime.kafka, bootstrap_servers=bootstrap)
     try:
         client_args = kafka_client_args(kafka)
     except ConfigError as exc:
-        raise _fail(str(exc)) from None
+        raise fail(str(exc)) from None
     except OSError as exc:  # an SSL file that cannot be read
-        raise _fail(f"{config}: coolant.kafka: {exc}") from None
+        raise fail(f"{config}: coolant.kafka: {exc}") from None
     topic = Topics(prefix).deployments
     records = deployment_records(cfg)
     for entry in cfg.policy.registry.entries.values():
         if entry.cooldown_time is None and entry.params_cooldown_time is not None:
-            _say(
+            say(
                 f"coolant: warning: {entry.deployment_id}: litellm_params.cooldown_time "
                 f"({entry.params_cooldown_time:g}) cannot be carried by a deployment record (R2: no params level), "
                 "so workers stop using it once this record is applied; set model_info.cooldown_time to keep it"
@@ -477,12 +467,12 @@ def deployments_sync_command(
     try:
         deletions, failed = asyncio.run(run())
     except (KafkaError, OSError, TimeoutError) as exc:
-        raise _fail(f"kafka {kafka.bootstrap_servers}: {_kafka_problem(exc)}", 1) from None
+        raise fail(f"kafka {kafka.bootstrap_servers}: {_kafka_problem(exc)}", 1) from None
     if failed:
-        raise _fail(f"kafka {kafka.bootstrap_servers}: {failed} deployment records were not acknowledged", 1)
-    _say(f"coolant deployments sync: {len(records)} deployment records published to {topic}")
+        raise fail(f"kafka {kafka.bootstrap_servers}: {failed} deployment records were not acknowledged", 1)
+    say(f"coolant deployments sync: {len(records)} deployment records published to {topic}")
     for rec in deletions:
-        _say(f"  deleted {rec.deployment_id} ({rec.model_group})")
+        say(f"  deleted {rec.deployment_id} ({rec.model_group})")
     if delete_missing and not deletions:
-        _say("  nothing to delete")
+        say("  nothing to delete")
 

@@ -21,24 +21,16 @@ import pytest
 from aiokafka.admin import AIOKafkaAdminClient
 
 from coolant.alerts.alerter import Alerter, AlertOptions
-from coolant.alerts.feed import ensure, topic_names
+from coolant.alerts.feed import topic_names
 from coolant.alerts.retry import RetryPolicy
 from coolant.alerts.slack import Payload
 from coolant.alerts.webhook import Webhook
 from coolant.schemas import Cooldown, HealthTransition, encode
 from coolant.topics import Topics
 from tests.alerts.support import Receiver, cooldown, transition
-from tests.integration.harness import ROOT, delete_topics, group_lag, produce, wait_for
+from tests.integration.harness import ROOT, group_lag, produce, wait_for
 
 pytestmark = pytest.mark.integration
-
-
-@pytest.fixture
-async def prefix(kafka_bootstrap: str) -> AsyncIterator[str]:
-    p = f"t{uuid4().hex[:8]}."
-    await ensure(p, topic_names(p, True, True), {"bootstrap_servers": kafka_bootstrap})
-    yield p
-    await delete_topics(kafka_bootstrap, [p])
 
 
 @pytest.fixture

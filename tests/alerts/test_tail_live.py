@@ -9,26 +9,15 @@ import subprocess
 import sys
 import time
 from collections import Counter
-from collections.abc import AsyncIterator
-from uuid import uuid4
 
 import pytest
 
-from coolant.alerts.feed import ensure, topic_names
 from coolant.schemas import Cooldown, HealthTransition, encode
 from coolant.topics import Topics
 from tests.alerts.support import cooldown, transition
-from tests.integration.harness import ROOT, delete_topics, produce
+from tests.integration.harness import ROOT, produce
 
 pytestmark = pytest.mark.integration
-
-
-@pytest.fixture
-async def prefix(kafka_bootstrap: str) -> AsyncIterator[str]:
-    p = f"t{uuid4().hex[:8]}."
-    await ensure(p, topic_names(p, True, True), {"bootstrap_servers": kafka_bootstrap})
-    yield p
-    await delete_topics(kafka_bootstrap, [p])
 
 
 async def put(bootstrap: str, prefix: str, *records: Cooldown | HealthTransition | bytes) -> None:
