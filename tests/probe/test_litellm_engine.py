@@ -1,9 +1,10 @@
 """The LiteLLM probe engine (`--engine litellm` / `auto`): what `litellm.ahealth_check` answers becomes a record.
 
-The real `ahealth_check` of the pinned LiteLLM imports its proxy module (fastapi), which coolant's test extra
-does not install, so here it is replaced by a stand-in answering in its two documented shapes: a dict without
-`error` on success, `{"error": str, "exception": exc, ...}` on failure (litellm/main.py). The exceptions are
-LiteLLM's own classes, so status codes and names are the real ones.
+Here `ahealth_check` is replaced by a stand-in answering in its two documented shapes: a dict without `error` on
+success, `{"error": str, "exception": exc, ...}` on failure (litellm/main.py), so that the mapping, the key
+scrubbing and the dispatch are checked without an upstream. The exceptions are LiteLLM's own classes, so status
+codes and names are the real ones. The real call against the fake upstream, compared with coolant's HTTP engine,
+is tests/probe/test_litellm_verdicts.py.
 """
 
 from __future__ import annotations
