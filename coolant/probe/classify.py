@@ -26,15 +26,17 @@ _TOKENS = re.compile(r"(?i)\b(bearer\s+)[A-Za-z0-9._~+/=-]{8,}|\b(sk|pk|rk|key)-
 _STATUS_NAMES = {
     400: "BadRequestError",
     401: "AuthenticationError",
-    403: "PermissionDeniedError",
     404: "NotFoundError",
     408: "Timeout",
-    422: "UnprocessableEntityError",
+    422: "BadRequestError",
     429: "RateLimitError",
     500: "InternalServerError",
     502: "BadGatewayError",
     503: "ServiceUnavailableError",
+    504: "Timeout",
 }
+"""What LiteLLM 1.110.2's own health check raises for an OpenAI-format deployment answering these statuses
+(measured in tests/probe/test_litellm_verdicts.py); any other failing status is its generic `APIError`."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -65,13 +67,7 @@ def exception_name(status_code: int | None, error: str | None) -> str | None:
         return "APIError"
     if 200 <= status_code < 300:
         return None
-    if status_code in _STATUS_NAMES:
-        return _STATUS_NAMES[status_code]
-    if status_code >= 500:
-        return "InternalServerError"
-    if status_code >= 400:
-        return "BadRequestError"
-    return "APIError"
+    return _STATUS_NAMES.get(status_code, "APIError")
 
 
 def scrub(text: str | None, secrets: Iterable[str | None] = ()) -> str | None:
