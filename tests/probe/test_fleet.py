@@ -23,7 +23,6 @@ import sys
 import time
 import uuid
 from collections import defaultdict
-from collections.abc import AsyncIterator
 from pathlib import Path
 
 import orjson
@@ -115,14 +114,6 @@ async def sleep_to_mid_round() -> int:
     k = round_of(time.time(), INTERVAL) + 1
     await asyncio.sleep(max(0.0, round_start(k, INTERVAL) + INTERVAL / 2 - time.time()))
     return k
-
-
-@pytest.fixture
-async def upstream() -> AsyncIterator[FakeUpstream]:
-    up = FakeUpstream(statuses=dict(STATUSES))
-    await up.start()
-    yield up
-    await up.stop()
 
 
 async def test_three_probers_once_per_round_and_takeover_after_sigkill(

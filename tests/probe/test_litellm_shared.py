@@ -23,7 +23,6 @@ import json
 import os
 import sys
 import uuid
-from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlparse
@@ -50,14 +49,6 @@ pytestmark = pytest.mark.integration
 
 DEPS = ["d0", "d1", "d2", "d3"]
 STATUSES = {"d2": 401, "d3": 500}
-
-
-@pytest.fixture
-async def upstream() -> AsyncIterator[FakeUpstream]:
-    up = FakeUpstream(statuses=dict(STATUSES))
-    await up.start()
-    yield up
-    await up.stop()
 
 
 def model_list(up: FakeUpstream) -> list[dict[str, Any]]:

@@ -12,7 +12,6 @@ from __future__ import annotations
 import asyncio
 import subprocess
 import sys
-from collections.abc import AsyncIterator
 from typing import Any
 
 import orjson
@@ -29,14 +28,6 @@ pytestmark = pytest.mark.integration
 ROUTER_COOLDOWN = 30
 STATUSES = {"dep-auth": 401}
 GROUPS = {"dep-auth": "grp-a", "dep-ok": "grp-a", "dep-solo": "grp-s"}
-
-
-@pytest.fixture
-async def upstream() -> AsyncIterator[FakeUpstream]:
-    up = FakeUpstream(statuses=dict(STATUSES))
-    await up.start()
-    yield up
-    await up.stop()
 
 
 def write_config(case: Case, up: FakeUpstream, health_cooldown: bool) -> None:
