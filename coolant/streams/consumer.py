@@ -14,7 +14,9 @@ faust-streaming 0.15.3 loses a range of a partition when a worker takes it over 
 Both are closed here, at the edge, without changing Faust:
 - `SeekSafeConsumer` holds back the resume of stream (non-changelog) partitions until the seek that
   follows it has completed, so nothing is fetched from a position that is about to change.
-- `keep_queues_on_redundant_resume` makes a resume of already-running flow a no-op. A resume after a
+- After that seek, stream partitions with nothing committed yet are rewound to their start, where
+  aiokafka would leave them wherever the fetcher had got to (past records dropped during the rebalance).
+- `guard_flow_control` makes a resume of already-running flow a no-op. A resume after a
   real suspension (a rebalance revokes partitions) still clears the queues, as Faust intends.
 Records seen again after the seek (processed before the crash, not yet committed) are dropped by the
 policy's event-id dedup: at-least-once, in order, nothing skipped.
@@ -52,6 +54,22 @@ class SeekSafeConsumer(faust_aiokafka.Consumer):  # type: ignore[misc,unused-ign
             self._coolant_held = (self._coolant_held or set()) | stream
             metrics.HELD_RESUMES.inc(len(stream))
         super().resume_partitions(tps - stream)
+
+    async def seek_to_committed(self) -> Mapping[Any, int]:
+        """Also rewind the stream partitions that have nothing committed (aiokafka leaves them where they are).
+
+        Records fetched while flow was suspended for a rebalance are dropped and must be fetched again from the
+        last commit; with no commit yet, that is the start of the partition (`auto_offset_reset=earliest`), not
+        wherever the fetcher had got to. Records seen twice are dropped by the event-id dedup.
+        """
+        offsets: Mapping[Any, int] = await super().seek_to_committed()
+        fresh = [tp for tp, offset in offsets.items() if not offset and self._rewindable(tp)]
+        if fresh:
+            await self._thread.seek_to_beginning(*fresh)
+        return offsets
+
+    def _rewindable(self, tp: Any) -> bool:
+        return not self._is_changelog_tp(tp) and "__assignor" not in tp.topic
 
     async def perform_seek(self) -> None:
         try:
