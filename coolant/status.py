@@ -61,7 +61,8 @@ def _number(v: Any) -> float | None:
     return float(v) if isinstance(v, int | float) and not isinstance(v, bool) else None
 
 
-def _detail(raw: bytes | str | None) -> Cooldown | None:
+def decoded_cooldown(raw: bytes | str | None) -> Cooldown | None:
+    """A detail key's value as a cooldown record; None when absent or not a valid one (a router's own key)."""
     if raw is None:
         return None
     try:
@@ -115,7 +116,7 @@ async def active_cooldowns(client: redis_asyncio.Redis, key_prefix: str = "") ->
         now = sec + usec / 1_000_000
         for deployment_id, raw, detail in zip(chunk, values, details, strict=True):
             value = None if raw is None else _litellm_value(raw)
-            if value is not None and (cd := _one(deployment_id, value, _detail(detail), now)) is not None:
+            if value is not None and (cd := _one(deployment_id, value, decoded_cooldown(detail), now)) is not None:
                 out.append(cd)
     out.sort(key=lambda c: (-c.remaining, c.deployment_id))
     return out

@@ -32,8 +32,8 @@ from coolant.processors import windows
 from coolant.processors.emit import mask
 from coolant.processors.policy import Policy, Registry
 from coolant.processors.state import NEG_INF, PathState
-from coolant.schemas import Cooldown, InvalidRecord, Window, decode, encode, to_dict
-from coolant.status import ActiveCooldown, active_cooldowns
+from coolant.schemas import Cooldown, Window, encode, to_dict
+from coolant.status import ActiveCooldown, active_cooldowns, decoded_cooldown
 from coolant.streams import metrics
 from coolant.streams.materializer import cooldown_key, detail_key
 
@@ -222,16 +222,6 @@ def cooldown_view(active: ActiveCooldown, detail: Cooldown | None) -> dict[str, 
     return out
 
 
-def _decoded_cooldown(raw: bytes | str | None) -> Cooldown | None:
-    if raw is None:
-        return None
-    try:
-        rec = decode(raw)
-    except InvalidRecord:
-        return None
-    return rec if isinstance(rec, Cooldown) else None
-
-
 @aioweb.middleware
 async def json_errors(
     request: aioweb.Request, handler: Callable[[aioweb.Request], Awaitable[aioweb.StreamResponse]]
@@ -317,7 +307,7 @@ class AdminApi:
             details = await client.mget(keys) if keys else []
         except (RedisError, OSError) as exc:
             raise ApiError(503, f"redis unavailable: {exc}") from None
-        items = [cooldown_view(c, _decoded_cooldown(d)) for c, d in zip(active, details, strict=True)]
+        items = [cooldown_view(c, decoded_cooldown(d)) for c, d in zip(active, details, strict=True)]
         return 200, {"count": len(items), "cooldowns": items}
 
     async def deployment(self, deployment_id: str) -> tuple[int, Any]:
