@@ -49,7 +49,7 @@ class SeekSafeConsumer(faust_aiokafka.Consumer):  # type: ignore[misc,unused-ign
 
     def resume_partitions(self, tps: Iterable[Any]) -> None:
         tps = set(tps)
-        stream = {tp for tp in tps if not self._is_changelog_tp(tp)}
+        stream = {tp for tp in tps if self._is_stream_tp(tp)}
         if stream:
             self._coolant_held = (self._coolant_held or set()) | stream
             metrics.HELD_RESUMES.inc(len(stream))
@@ -63,12 +63,13 @@ class SeekSafeConsumer(faust_aiokafka.Consumer):  # type: ignore[misc,unused-ign
         wherever the fetcher had got to. Records seen twice are dropped by the event-id dedup.
         """
         offsets: Mapping[Any, int] = await super().seek_to_committed()
-        fresh = [tp for tp, offset in offsets.items() if not offset and self._rewindable(tp)]
+        fresh = [tp for tp, offset in offsets.items() if not offset and self._is_stream_tp(tp)]
         if fresh:
             await self._thread.seek_to_beginning(*fresh)
         return offsets
 
-    def _rewindable(self, tp: Any) -> bool:
+    def _is_stream_tp(self, tp: Any) -> bool:
+        """A partition of a topic the app processes: not a table changelog, not Faust's leader-election topic."""
         return not self._is_changelog_tp(tp) and "__assignor" not in tp.topic
 
     async def perform_seek(self) -> None:
