@@ -126,6 +126,23 @@ def worker_command(
         typer.Option(help="Also run this candidate policy on the same traffic; it writes only "
                      "`<prefix>cooldowns.shadow`, never Redis, to compare before promoting it."),
     ] = None,
+    session_timeout: Annotated[
+        float,
+        typer.Option(min=1.0, help="Seconds without a heartbeat before the other workers take a crashed worker's "
+                     "partitions. Until then its deployments get no cooldowns, so keep it short (the broker's "
+                     "group.min.session.timeout.ms, 6 s by default, is the floor); a SIGTERMed worker hands its "
+                     "partitions over at once."),
+    ] = 10.0,
+    heartbeat_interval: Annotated[
+        float,
+        typer.Option(min=0.1, help="Seconds between heartbeats; also how soon a worker joins a rebalance. At most a "
+                     "third of --session-timeout."),
+    ] = 1.0,
+    rebalance_timeout: Annotated[
+        float,
+        typer.Option(min=1.0, help="Seconds the group waits for every worker to rejoin a rebalance before it drops "
+                     "the slow ones; bounds how long a rebalance can stall the fleet."),
+    ] = 20.0,
     loglevel: Annotated[str, typer.Option("--loglevel", "-l", help="debug, info, warning or error.")] = "info",
     admin_token: Annotated[
         str | None,
@@ -140,13 +157,18 @@ def worker_command(
     same policy as `coolant replay`, publishes cooldown records and writes LiteLLM's
     `deployment:<id>:cooldown` keys. Serves /healthz, Prometheus /metrics and the admin API
     (docs/admin-api.md) on --web-port.
-    Stop with Ctrl-C or SIGTERM.
+    Stop with Ctrl-C or SIGTERM: the worker finishes the batch in hand, commits and leaves its
+    consumer group, so the others take its partitions at once (a rolling restart leaves no gap).
     """
     from dataclasses import replace
 
     from coolant.streams.app import WorkerOptions
     from coolant.streams.worker import run
 
+    if heartbeat_interval * 3 > session_timeout:
+        raise typer.BadParameter(
+            f"{heartbeat_interval:g} s is more than a third of --session-timeout {session_timeout:g} s: one late "
+            "heartbeat would cost the worker its partitions", param_hint="--heartbeat-interval")
     cfg = load(config)
     rt = cfg.runtime
     rt = replace(
@@ -163,7 +185,8 @@ def worker_command(
     shadow = load(shadow_config) if shadow_config is not None else None
     opts = WorkerOptions(
         app_id=app_id, partitions=partitions, web_port=rt.web_port, web_bind=web_bind, datadir=str(data_dir),
-        materialize=materialize, admin_token=admin_token or None,
+        materialize=materialize, admin_token=admin_token or None, session_timeout=session_timeout,
+        heartbeat_interval=heartbeat_interval, rebalance_timeout=rebalance_timeout,
     )
     run(replace(cfg, runtime=rt), opts, loglevel, shadow)
 

@@ -58,5 +58,9 @@ class Lane:
         self._ready.clear()
         self._room.set()
 
+    def wake(self) -> None:
+        """Let a waiting `take` return (with nothing, if nothing is pending): the worker is stopping."""
+        self._ready.set()
+
     def __len__(self) -> int:
         return len(self._pending)

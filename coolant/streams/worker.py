@@ -26,10 +26,11 @@ log = logging.getLogger(__name__)
 FAUST_ENV_SET_BY_COOLANT = (
     "APP_DATADIR", "APP_STORE", "BROKER_URL", "BROKER_CONSUMER_URL", "BROKER_PRODUCER_URL",
     "CONSUMER_AUTO_OFFSET_RESET", "TOPIC_PARTITIONS", "TOPIC_REPLICATION_FACTOR", "WEB_BIND", "WEB_HOST", "WEB_PORT",
+    "BROKER_SESSION_TIMEOUT", "BROKER_HEARTBEAT_INTERVAL", "BROKER_REBALANCE_TIMEOUT",
 )
 """Faust settings that Faust lets its environment variables override, although coolant sets them from its own
-options (`--bootstrap`, `--web-port`, `--partitions`, ...): left in place they would silently win. Other Faust
-variables (e.g. BROKER_SESSION_TIMEOUT) are tuning knobs coolant does not set, and still work."""
+options (`--bootstrap`, `--web-port`, `--session-timeout`, ...): left in place they would silently win. Other
+Faust variables (e.g. BROKER_MAX_POLL_RECORDS) are tuning knobs coolant does not set, and still work."""
 
 
 GC_THRESHOLD = 100_000

@@ -229,11 +229,10 @@ async def test_worker_failover(case: Case, kafka_bootstrap: str) -> None:
     lines += sentinels(lines)
     expected = case.replay(lines)
     half = len(lines) // 2
-    # a dead member is noticed after the session timeout (Faust's default is 60 s; Faust reads these from the env)
-    env = {"BROKER_SESSION_TIMEOUT": "10", "BROKER_HEARTBEAT_INTERVAL": "1"}
-    a = await case.worker("a", kafka_bootstrap, partitions=4, env=env)
+    # a dead member is noticed after the session timeout: the worker's default (10 s), nothing set here
+    a = await case.worker("a", kafka_bootstrap, partitions=4)
     await a.wait_ready()
-    b = await case.worker("b", kafka_bootstrap, partitions=4, env=env)
+    b = await case.worker("b", kafka_bootstrap, partitions=4)
     await b.wait_healthy()
     await wait_assigned([a, b])  # the rebalance has given b its share
     base_a, base_b = await a.records_processed(), await b.records_processed()
@@ -262,6 +261,43 @@ async def test_worker_failover(case: Case, kafka_bootstrap: str) -> None:
     await wait_caught_up(kafka_bootstrap, case.app_id, case.outcomes, timeout=60, on_timeout=case.logs)
     print(f"failover: {len(got)} cooldown messages, {len(by_id(got))} distinct, {n_dups} duplicate messages; "
           f"outcome records not yet committed when the sentinels were seen: {lag}")
+
+
+async def test_sigterm_hands_over_without_gap_or_duplicate(case: Case, kafka_bootstrap: str) -> None:
+    """A rolling restart: SIGTERM one of two workers mid-stream. It finishes its batch, commits and leaves the group,
+    so the other takes its partitions from exactly where it stopped: every cooldown once, none missing."""
+    lines = fleet_traffic(3000, seed=7)
+    lines += sentinels(lines)
+    expected = case.replay(lines)
+    third = len(lines) // 3
+    a = await case.worker("a", kafka_bootstrap, partitions=4, loglevel="info")
+    await a.wait_ready()
+    b = await case.worker("b", kafka_bootstrap, partitions=4)
+    await b.wait_healthy()
+    await wait_assigned([a, b])
+    base_a, base_b = await a.records_processed(), await b.records_processed()
+
+    await produce_lines(kafka_bootstrap, case.outcomes, lines[:third])
+
+    async def both_processing() -> bool:
+        return await a.records_processed() > base_a and await b.records_processed() > base_b
+
+    await wait_for(both_processing, "both workers to process records (partitions split)", 90, 0.2, case.logs)
+    # records keep arriving while a shuts down: the second third goes out concurrently with the SIGTERM
+    producing = asyncio.create_task(produce_lines(kafka_bootstrap, case.outcomes, lines[third:2 * third]))
+    rc = await asyncio.to_thread(a.stop)
+    await producing
+    assert rc == 0, f"worker a exited with {rc}\n{a.log_tail()}"
+    assert "input lanes drained" in a.log_path.read_text(), a.log_tail()
+    case.log("worker a stopped cleanly")
+
+    sent = await produce_lines(kafka_bootstrap, case.outcomes, lines[2 * third:])
+    assert_barrier_covers(sent, lines[2 * third:], 4)
+    got = await wait_sentinels(kafka_bootstrap, case.cooldowns, lines, timeout=120, on_timeout=case.logs)
+    assert b.alive, b.log_tail()
+    assert_same_cooldowns(got, expected, allow_duplicates=False)
+    await wait_caught_up(kafka_bootstrap, case.app_id, case.outcomes, timeout=60, on_timeout=case.logs)
+    print(f"sigterm handover: {len(got)} cooldowns, each once, identical to replay")
 
 
 async def test_broker_restart(case: Case) -> None:

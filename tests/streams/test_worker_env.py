@@ -14,9 +14,10 @@ EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "litellm.yaml"
 
 
 def test_drops_only_the_variables_coolant_sets() -> None:
-    env = {"WEB_PORT": "1", "BROKER_URL": "kafka://elsewhere:9092", "BROKER_SESSION_TIMEOUT": "10", "HOME": "/root"}
-    assert sorted(drop_conflicting_env(env)) == ["BROKER_URL", "WEB_PORT"]
-    assert env == {"BROKER_SESSION_TIMEOUT": "10", "HOME": "/root"}
+    env = {"WEB_PORT": "1", "BROKER_URL": "kafka://elsewhere:9092", "BROKER_SESSION_TIMEOUT": "60",
+           "BROKER_MAX_POLL_RECORDS": "10", "HOME": "/root"}
+    assert sorted(drop_conflicting_env(env)) == ["BROKER_SESSION_TIMEOUT", "BROKER_URL", "WEB_PORT"]
+    assert env == {"BROKER_MAX_POLL_RECORDS": "10", "HOME": "/root"}
 
 
 def test_options_win_once_the_variables_are_dropped(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -32,3 +33,15 @@ def test_options_win_once_the_variables_are_dropped(monkeypatch: pytest.MonkeyPa
     app = Pipeline(cfg, WorkerOptions(web_port=16066, partitions=3), sink=None).app
     assert app.conf.web_port == 16066
     assert app.conf.topic_partitions == 3
+
+
+def test_takeover_timeouts_reach_faust(monkeypatch: pytest.MonkeyPatch) -> None:
+    """`--session-timeout` & co. are Faust settings; BROKER_SESSION_TIMEOUT in the environment must not win."""
+    import os
+
+    monkeypatch.setenv("BROKER_SESSION_TIMEOUT", "60")
+    drop_conflicting_env(os.environ)
+    opts = WorkerOptions(session_timeout=7.5, heartbeat_interval=0.5, rebalance_timeout=12.0)
+    conf = Pipeline(load_config(EXAMPLE), opts, sink=None).app.conf
+    assert (conf.broker_session_timeout, conf.broker_heartbeat_interval, conf.broker_rebalance_timeout) == (
+        7.5, 0.5, 12.0)
