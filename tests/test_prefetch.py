@@ -1,0 +1,125 @@
+"""The in-pod fast path is a prefetch: every cooldown `prefetch` returns is one the worker's engine makes too.
+
+The same records go to `Engine.feed` (the worker's decisions, with the fleet's state) and, one at a time, to
+`prefetch` (what a pod decides from that record alone). Whenever the pod cools, the worker must emit the same
+cooldown (same id, end and LiteLLM value), or absorb it under a later-ending cooldown already in force (E2).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from hypothesis import given
+from test_properties import SETTINGS, Case, cases
+from vectors_support import T0
+
+from coolant import schemas
+from coolant.config import parse_config
+from coolant.processors import Engine, Policy
+from coolant.processors.prefetch import prefetch
+from coolant.schemas import Cooldown, Outcome
+from coolant.streams.materializer import litellm_value
+
+SAME = ("event_id", "deployment_id", "model_group", "ts", "until", "cooldown_time", "status_code",
+        "exception_type", "exception_received", "trigger_event_id")
+"""The fields a prefetched cooldown shares with the worker's (reason and window may differ, see prefetch)."""
+
+
+def check_against_engine(policy: Policy, records: list[Outcome | schemas.Health]) -> int:
+    """Feeds both; returns how many records the pod prefetched."""
+    engine = Engine(policy)
+    fetched = 0
+    for rec in records:
+        pod = prefetch(policy, rec) if isinstance(rec, Outcome) else None
+        step = engine.feed(rec)
+        if pod is None:
+            continue
+        fetched += 1
+        if step.disposition in ("late", "duplicate"):  # the generator's stragglers and redeliveries: a pod
+            continue                                      # sees a record once, when it is made
+        if step.disposition == "absorbed":
+            end = engine.state(rec.deployment_id).request.end
+            assert end is not None and end >= pod.until, (rec, pod, end)
+            continue
+        assert step.disposition == "cooled", (rec, step, pod)
+        worker = step.cooldown
+        assert isinstance(worker, Cooldown)
+        assert {f: getattr(pod, f) for f in SAME} == {f: getattr(worker, f) for f in SAME}
+        assert litellm_value(pod) == litellm_value(worker)
+    return fetched
+
+
+@SETTINGS
+@given(cases())
+def test_prefetch_never_decides_what_the_worker_would_not(case: Case) -> None:
+    check_against_engine(case.policy, case.records)
+
+
+def policy_of(router: dict[str, Any] | None = None, coolant: dict[str, Any] | None = None,
+              sizes: tuple[int, ...] = (3,), **info: Any) -> Policy:
+    model_list = [
+        {"model_name": f"g{g}", "litellm_params": {"model": f"openai/g{g}"}, "model_info": {"id": f"g{g}-{i}", **info}}
+        for g, size in enumerate(sizes) for i in range(size)
+    ]
+    config: dict[str, Any] = {"model_list": model_list, "router_settings": router or {"cooldown_time": 60}}
+    if coolant:
+        config["coolant"] = coolant
+    return parse_config(config).policy
+
+
+def failure(status: int, dep: str = "g0-0", n: int = 0, **fields: Any) -> Outcome:
+    rec = schemas.from_dict({"schema": schemas.OUTCOME_SCHEMA, "event_id": f"e{n}", "ts": T0 + n,
+                             "deployment_id": dep, "model_group": dep.split("-")[0], "ok": False,
+                             "status_code": status, **fields})
+    assert isinstance(rec, Outcome)
+    return rec
+
+
+@pytest.mark.parametrize(("policy", "rec", "cools"), [
+    (policy_of(), failure(429, exception_type="RateLimitError"), True),            # V2.1 on a group of 3
+    (policy_of(sizes=(1,)), failure(429, exception_type="RateLimitError"), False),  # a lone 429: the window
+    (policy_of(), failure(401, exception_type="AuthenticationError"), True),       # V2.4
+    (policy_of(), failure(404, exception_type="NotFoundError"), True),
+    (policy_of(), failure(500, exception_type="InternalServerError"), False),      # V2.3: the fleet's window
+    (policy_of(), failure(503), False),
+    (policy_of({"allowed_fails": 0}), failure(500, exception_type="InternalServerError"), True),  # V1, 0
+    (policy_of({"allowed_fails": 3}), failure(429, exception_type="RateLimitError"), False),      # V1 counts
+    (policy_of({"allowed_fails_policy": {"RateLimitErrorAllowedFails": 0}}), failure(429), True),
+    (policy_of(allowed_fails=0), failure(503), True),
+    (policy_of({"disable_cooldowns": True}), failure(429), False),                  # G4
+    (policy_of(coolant={"backoff": {}}), failure(429), False),                      # X2: the fleet's streak
+    (policy_of(coolant={"max_ejection_percent": 50}), failure(429), False),         # X3: the fleet's cooldowns
+    (policy_of(), failure(429, dep="dx-0"), False),                                 # R6: unknown deployment
+    (policy_of(cooldown_time=0), failure(429), False),                              # G5
+])
+def test_which_records_a_pod_decides_alone(policy: Policy, rec: Outcome, cools: bool) -> None:
+    assert (prefetch(policy, rec) is not None) is cools
+    assert check_against_engine(policy, [rec]) == int(cools)
+
+
+def test_retry_after_and_per_deployment_durations_are_the_workers() -> None:
+    """T1-T4 read the record and the registry only: a Retry-After (capped by max_cooldown_time), a record's
+    cooldown_time, a deployment's model_info.cooldown_time."""
+    capped = policy_of(coolant={"max_cooldown_time": 30})
+    assert (cd := prefetch(capped, failure(429, retry_after="120"))) is not None and cd.cooldown_time == 30
+    assert (cd := prefetch(policy_of(), failure(429, retry_after="17"))) is not None and cd.until == T0 + 17
+    assert (cd := prefetch(policy_of(), failure(401, cooldown_time=7.5))) is not None and cd.cooldown_time == 7.5
+    assert (cd := prefetch(policy_of(cooldown_time=9), failure(429, retry_after="17"))) is not None
+    assert cd.cooldown_time == 9
+
+
+def test_a_storm_of_429s_matches_record_for_record() -> None:
+    """Many pods' 429s on one deployment, with successes between: every one the pod cools, the worker emits or
+    absorbs under its own longer cooldown (E2 extend)."""
+    policy = policy_of()
+    records: list[Outcome | schemas.Health] = []
+    for n in range(200):
+        if n % 3:
+            records.append(failure(429, n=n, retry_after=str(5 + n % 7)))
+        else:
+            ok = schemas.from_dict({"schema": schemas.OUTCOME_SCHEMA, "event_id": f"e{n}", "ts": T0 + n,
+                                    "deployment_id": "g0-0", "model_group": "g0", "ok": True})
+            assert isinstance(ok, Outcome)
+            records.append(ok)
+    assert check_against_engine(policy, records) == sum(1 for r in records if isinstance(r, Outcome) and not r.ok)
