@@ -17,6 +17,7 @@ rather than by this host's.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import math
 import time
 from collections.abc import Awaitable, Callable
@@ -43,6 +44,8 @@ _INITIAL_BACKOFF: Final = 0.1
 # KEYS: cooldown key, detail key. ARGV: LiteLLM value, detail value, until in ms (ceiling), until in s (repr).
 # The existing entry may be JSON (ours, or LiteLLM's async writer) or a Python literal (LiteLLM's sync writer
 # stores str(dict), whose last two items are always timestamp and cooldown_time); anything else is replaced.
+# An entry byte-identical to ours is the same decision (a pod's fast path wrote it first): written again, so the
+# detail key ends up the worker's.
 _COOLDOWN_LUA: Final = r"""
 local t = redis.call('TIME')
 local now = tonumber(t[1]) + tonumber(t[2]) / 1000000
@@ -58,7 +61,7 @@ if type(raw) == 'string' then
     local a, b = string.match(raw, "'timestamp': ([^,]+), 'cooldown_time': ([^}]+)}%s*$")
     ts, ct = tonumber(a), tonumber(b)
   end
-  if type(ts) == 'number' and type(ct) == 'number' and ts + ct >= until_s then return 0 end
+  if raw ~= ARGV[1] and type(ts) == 'number' and type(ct) == 'number' and ts + ct >= until_s then return 0 end
 end
 redis.call('SET', KEYS[1], ARGV[1], 'PXAT', ARGV[3])
 redis.call('SET', KEYS[2], ARGV[2], 'PXAT', ARGV[3])
@@ -150,22 +153,36 @@ def health_key(prefix: str) -> str:
     return f"{prefix}{HEALTH_KEY}"
 
 
+def cooldown_channel(prefix: str) -> str:
+    """The pub/sub channel every write that took effect is announced on (`push_message`): gateway pods
+    subscribe to it and apply the cooldown to their routers at once instead of at their next Redis read."""
+    return f"{prefix}coolant:cooldowns"
+
+
 def _whole_as_int(x: int | float) -> int | float:
     """5, not 5.0: what LiteLLM writes, and what its "Try again in N seconds" text reads."""
     return int(x) if isinstance(x, float) and x.is_integer() else x
 
 
-def litellm_value(cd: Cooldown) -> bytes:
-    """LiteLLM's `CooldownCacheValue`, compact JSON. `status_code` must be a string: an int fails LiteLLM's
+def litellm_fields(cd: Cooldown) -> dict[str, str | int | float]:
+    """LiteLLM's `CooldownCacheValue` of a cooldown. `status_code` must be a string: an int fails LiteLLM's
     decode, and one such value hides every cooldown read in the same batch."""
-    return orjson.dumps(
-        {
-            "exception_received": cd.exception_received,
-            "status_code": NULL_STATUS if cd.status_code is None else str(cd.status_code),
-            "timestamp": float(cd.ts),
-            "cooldown_time": _whole_as_int(cd.cooldown_time),
-        }
-    )
+    return {
+        "exception_received": cd.exception_received,
+        "status_code": NULL_STATUS if cd.status_code is None else str(cd.status_code),
+        "timestamp": float(cd.ts),
+        "cooldown_time": _whole_as_int(cd.cooldown_time),
+    }
+
+
+def litellm_value(cd: Cooldown) -> bytes:
+    """`litellm_fields` as compact JSON: the value of the cooldown key."""
+    return orjson.dumps(litellm_fields(cd))
+
+
+def push_message(cd: Cooldown) -> bytes:
+    """What `cooldown_channel` carries: the deployment, the cooldown's id and LiteLLM's value."""
+    return orjson.dumps({"deployment_id": cd.deployment_id, "event_id": cd.event_id, "value": litellm_fields(cd)})
 
 
 def should_write(existing_end: float | None, until: float, now: float) -> bool:
@@ -183,12 +200,19 @@ class RedisSink:
     """Writes cooldowns and health verdicts where LiteLLM routers look for them."""
 
     def __init__(
-        self, client: redis_asyncio.Redis, key_prefix: str = "", on_write: Callable[[str, float], None] | None = None
+        self,
+        client: redis_asyncio.Redis,
+        key_prefix: str = "",
+        on_write: Callable[[str, float], None] | None = None,
+        *,
+        publish: bool = True,
     ) -> None:
         self.client = client
         self.key_prefix = key_prefix
         self.on_write = on_write
         """Called with ("cooldown" | "health", seconds) after each script call that returned: the write latency."""
+        self.channel = cooldown_channel(key_prefix) if publish else None
+        """Where each cooldown write that took effect is announced (None: not announced)."""
         self._cooldown = client.register_script(_COOLDOWN_LUA)
         self._health = client.register_script(_HEALTH_LUA)
 
@@ -206,7 +230,16 @@ class RedisSink:
         written = bool(await self._cooldown(keys=keys, args=args))
         if self.on_write is not None:
             self.on_write("cooldown", time.perf_counter() - started)
+        if written and self.channel is not None:
+            await self._announce(cd)
         return written
+
+    async def _announce(self, cd: Cooldown) -> None:
+        """Publish-after-write: the key is in place first, so a pod that misses the message still reads it.
+        A failed publish is not retried (the write stands; the pods' Redis reads are the fallback)."""
+        assert self.channel is not None
+        with contextlib.suppress(*TRANSIENT_ERRORS):
+            await self.client.publish(self.channel, push_message(cd))
 
     async def write_health(self, deployment_id: str, state: HealthState) -> bool:
         """Merges one verdict into LiteLLM's health map: per id the greatest timestamp wins, a tie goes to the
@@ -233,8 +266,8 @@ class RedisSink:
     ) -> bool:
         """`write`, retried until Redis answers; the caller acknowledges the record only after this returns.
 
-        A retry after a lost reply finds its own entry in place and reports False (skipped): the script is
-        idempotent, so retrying is always safe.
+        A retry after a lost reply finds its own entry in place and writes the same values again: the script
+        is idempotent, so retrying is always safe.
         """
         return await _retrying(lambda: self.write(cd), on_error, max_backoff)
 

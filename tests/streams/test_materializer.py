@@ -29,9 +29,11 @@ from coolant.status import active_cooldowns, render
 from coolant.streams.materializer import (
     HEALTH_KEY,
     RedisSink,
+    cooldown_channel,
     cooldown_key,
     detail_key,
     litellm_value,
+    push_message,
     should_write,
 )
 
@@ -209,6 +211,44 @@ async def test_litellm_written_entries_are_honoured(r: Redis, sink: RedisSink, p
         assert await sink.write(make_cd(ts=now, duration=30)) is False
         assert (await r.get(key)).decode() == existing
         assert await sink.write(make_cd(ts=now, duration=90)) is True
+
+
+async def test_an_identical_entry_is_written_again_with_the_workers_detail(
+    r: Redis, sink: RedisSink, prefix: str
+) -> None:
+    """A pod's fast path wrote the same LiteLLM value first (same decision, its own reason and window in the
+    detail key): the worker's write of that decision goes through, so the detail key ends up the worker's."""
+    pod = make_cd(ts=time.time(), duration=30, reason="non_retryable")
+    assert await sink.write(pod) is True
+    worker = Cooldown(**{**{f: getattr(pod, f) for f in pod.__struct_fields__}, "reason": "failure_rate",
+                         "window": Window(pod.ts, 3, 5)})
+    assert litellm_value(worker) == litellm_value(pod)
+    assert await sink.write(worker) is True
+    assert await r.get(cooldown_key(prefix, "d1")) == litellm_value(worker)
+    assert await r.get(detail_key(prefix, "d1")) == encode(worker)
+    assert (await r.pexpiretime(detail_key(prefix, "d1"))) == math.ceil(worker.until * 1000)
+
+
+async def test_each_write_that_took_effect_is_published_after_it(r: Redis, sink: RedisSink, prefix: str) -> None:
+    pubsub = r.pubsub()
+    await pubsub.subscribe(cooldown_channel(prefix))
+    try:
+        assert (await pubsub.get_message(timeout=5))["type"] == "subscribe"
+        now = time.time()
+        long = make_cd(ts=now, duration=60)
+        assert await sink.write(long)
+        assert await sink.write(make_cd(ts=now, duration=5)) is False  # skipped: not announced
+        message = await pubsub.get_message(ignore_subscribe_messages=True, timeout=5)
+        assert message is not None and message["data"] == push_message(long)
+        assert orjson.loads(message["data"])["value"] == orjson.loads(await r.get(cooldown_key(prefix, "d1")))
+        later = make_cd("d2", ts=now, duration=7)
+        assert await sink.write(later)
+        message = await pubsub.get_message(ignore_subscribe_messages=True, timeout=5)
+        assert message is not None and orjson.loads(message["data"])["deployment_id"] == "d2"  # not the skipped one
+    finally:
+        await pubsub.aclose()
+    quiet = RedisSink(r, prefix, publish=False)
+    assert quiet.channel is None
 
 
 # --- write_with_retry -------------------------------------------------------------------------------------------
