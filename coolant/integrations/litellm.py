@@ -57,23 +57,33 @@ import logging
 import math
 import os
 import socket
+import sys
 import threading
 import time
 import uuid
 from collections import OrderedDict
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
+from pathlib import Path
 from typing import Any, Final, Literal, Protocol
 
+import redis.asyncio as redis_asyncio
 from litellm.integrations.custom_logger import CustomLogger
 
+from coolant.integrations.litellm_cooldowns import CooldownFeed, LocalCooldowns, local_cooldowns
+from coolant.processors.policy import Policy
+from coolant.processors.prefetch import prefetch
 from coolant.publish import Publisher, SyncPublisher
-from coolant.schemas import Outcome
+from coolant.schemas import Cooldown, Outcome
+from coolant.streams.materializer import RedisSink
 
 __all__ = [
     "ENV_BOOTSTRAP",
+    "ENV_CONFIG",
     "ENV_GATEWAY",
+    "ENV_REDIS_KEY_PREFIX",
+    "ENV_REDIS_URL",
     "ENV_TOPIC_PREFIX",
     "CallbackStats",
     "CoolantCallback",
@@ -86,6 +96,11 @@ log = logging.getLogger(__name__)
 ENV_BOOTSTRAP: Final = "COOLANT_KAFKA_BOOTSTRAP"
 ENV_TOPIC_PREFIX: Final = "COOLANT_TOPIC_PREFIX"
 ENV_GATEWAY: Final = "COOLANT_GATEWAY_ID"
+ENV_CONFIG: Final = "COOLANT_CONFIG"
+"""The worker's config file: with it the callback decides the one-record rules in the pod (the fast path)."""
+ENV_REDIS_URL: Final = "COOLANT_REDIS_URL"
+"""The Redis the routers share: the fast path writes its cooldowns there, the push feed subscribes there."""
+ENV_REDIS_KEY_PREFIX: Final = "COOLANT_REDIS_KEY_PREFIX"
 
 MAX_MESSAGE: Final = 1024
 """Contract §1.1: publishers truncate `exception_message` to 1,024 characters."""
@@ -95,6 +110,8 @@ ERROR_LOG_EVERY: Final = 60.0
 """Seconds between two logged failures of the callback itself."""
 MAX_TRACKED_REQUESTS: Final = 4096
 """Requests whose attempts are counted at once (for fallback hops); the oldest is forgotten first."""
+MAX_PENDING_WRITES: Final = 256
+"""Fast-path Redis writes in flight at once; beyond, a write is left to the worker (counted `unwritten`)."""
 
 
 _Predicate = Callable[[BaseException, Mapping[str, Any]], bool]
@@ -144,6 +161,9 @@ class CallbackStats:
     - `outside`: failures LiteLLM attributes to something other than the deployment.
     - `disabled`: attempts seen while no Kafka bootstrap was configured.
     - `errors`: the callback's own failures (a bug or an unexpected `kwargs`), logged and swallowed.
+    - `prefetched`: failures the fast path cooled in this pod (the worker emits the same cooldown).
+    - `unwritten`: of those, the ones whose Redis write did not happen here (Redis away, too many in flight,
+      a sync caller): the worker's write of the same decision follows.
     """
 
     published: int = 0
@@ -152,6 +172,8 @@ class CallbackStats:
     outside: int = 0
     disabled: int = 0
     errors: int = 0
+    prefetched: int = 0
+    unwritten: int = 0
 
 
 class _Skip(Exception):
@@ -374,6 +396,18 @@ class CoolantCallback(CustomLogger):
     `publisher`: any object with `publish(record) -> bool` to use instead; the callback never starts or stops
     one it was given. `max_buffer`, `linger_ms`, `client_args` (e.g. SASL/SSL `AIOKafkaProducer` arguments),
     `validate`, `reconnect_backoff`: the publishers'.
+
+    The fast path and the push (docs/litellm.md §6), on when a policy is known (`policy`, else the config file
+    `config`, else `COOLANT_CONFIG`: the worker's config, so both decide alike):
+    - a failure whose cooldown one record decides (`coolant.processors.prefetch`: a 429 in a group of several
+      deployments, a non-retryable status, a threshold-0 allowed-fails rule) is cooled in this pod's routers
+      before the failure hook returns, so LiteLLM's retry or next request already routes around it; the async
+      hooks then write it to Redis with the materializer's own never-shorten write (`redis_url`, else
+      `COOLANT_REDIS_URL`; `redis_key_prefix`, else `COOLANT_REDIS_KEY_PREFIX`, else the config's), which
+      announces it to the other pods. The record is published as always and the worker emits the same cooldown.
+    - with `push` (default) and a Redis URL, a `CooldownFeed` subscription applies every cooldown the fleet
+      writes to this pod's routers as it is announced; while it is down they rely on LiteLLM's Redis reads.
+    The routers are the ones given (`routers`, `attach`), else the proxy's own (`proxy_server.llm_router`).
     """
 
     def __init__(
@@ -389,6 +423,12 @@ class CoolantCallback(CustomLogger):
         client_args: Mapping[str, Any] | None = None,
         validate: bool = True,
         reconnect_backoff: tuple[float, float] | None = None,
+        policy: Policy | None = None,
+        config: str | os.PathLike[str] | None = None,
+        redis_url: str | None = None,
+        redis_key_prefix: str | None = None,
+        routers: Iterable[Any] = (),
+        push: bool = True,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
@@ -422,6 +462,17 @@ class CoolantCallback(CustomLogger):
         self._last_error_log = float("-inf")
         self._atexit = False
         self._closing: set[asyncio.Task[None]] = set()
+        self.push = push
+        self._policy_arg, self._config_arg = policy, config
+        self._redis_url_arg, self._redis_prefix_arg = redis_url, redis_key_prefix
+        self._fast: _FastConfig | None = None
+        self._fast_resolved = False
+        self._overlays: list[LocalCooldowns] = []
+        self._proxy_router: Any = None
+        self._redis: _LoopRedis | None = None
+        self._writes: set[asyncio.Task[None]] = set()
+        for router in routers:
+            self.attach(router)
 
     # -- LiteLLM's hooks: sync requests (Router.completion) --
 
@@ -429,7 +480,9 @@ class CoolantCallback(CustomLogger):
         self._handle(kwargs, start_time, end_time, True, self._sync_sink)
 
     def log_failure_event(self, kwargs: Any, response_obj: Any, start_time: Any, end_time: Any) -> None:
-        self._handle(kwargs, start_time, end_time, False, self._sync_sink)
+        record = self._handle(kwargs, start_time, end_time, False, self._sync_sink)
+        if record is not None and self._cool_here(record) is not None:
+            self._count("unwritten")  # no event loop of ours here: the worker writes Redis
 
     # -- async requests (Router.acompletion, the proxy) --
 
@@ -440,6 +493,106 @@ class CoolantCallback(CustomLogger):
         await self._handle_async(kwargs, start_time, end_time, False)
 
     # -- the rest --
+
+    # -- the fast path and the push --
+
+    def attach(self, router: Any) -> LocalCooldowns:
+        """Let this callback cool `router` itself (fast path) and apply the fleet's pushed cooldowns to it."""
+        overlay = local_cooldowns(router)
+        if overlay not in self._overlays:
+            self._overlays.append(overlay)
+        return overlay
+
+    @property
+    def feed(self) -> CooldownFeed | None:
+        """The push subscription of the current event loop (None before the first async hook / `start_push`)."""
+        return None if self._redis is None else self._redis.feed
+
+    async def start_push(self) -> CooldownFeed | None:
+        """Start the Redis client and the push feed on this loop now rather than at the first attempt."""
+        lr = self._loop_redis()
+        return None if lr is None else lr.feed
+
+    def _targets(self) -> list[LocalCooldowns]:
+        """The attached routers, and the proxy's router once it exists (it is made after the callbacks load)."""
+        proxy = sys.modules.get("litellm.proxy.proxy_server")
+        router = getattr(proxy, "llm_router", None) if proxy is not None else None
+        if router is not None and router is not self._proxy_router:
+            self._proxy_router = router
+            with contextlib.suppress(Exception):  # another LiteLLM layout: no fast path, nothing else changes
+                self.attach(router)
+        return self._overlays
+
+    def _fast_config(self) -> _FastConfig | None:
+        if self._fast_resolved:
+            return self._fast
+        with self._lock:
+            if not self._fast_resolved:
+                self._fast = _resolve_fast(self._policy_arg, self._config_arg, self._redis_url_arg,
+                                           self._redis_prefix_arg)
+                self._fast_resolved = True
+        return self._fast
+
+    def _cool_here(self, record: Outcome) -> Cooldown | None:
+        """The fast path: a cooldown this record alone decides, applied to this pod's routers at once."""
+        fast = self._fast_config()
+        if fast is None or fast.policy is None or record.ok:
+            return None
+        cd = prefetch(fast.policy, record)
+        if cd is None:
+            return None
+        for overlay in self._targets():
+            overlay.apply_cooldown(cd)
+        self._count("prefetched")
+        return cd
+
+    def _loop_redis(self) -> _LoopRedis | None:
+        """This loop's Redis client, sink and feed (made on first use; a new loop gets new ones)."""
+        lr = self._redis
+        loop = asyncio.get_running_loop()
+        if lr is not None and lr.loop is loop:
+            return lr
+        fast = self._fast_config()
+        if fast is None or not fast.redis_url:
+            return None
+        with self._lock:
+            if self._redis is not lr:
+                return self._redis if self._redis is not None and self._redis.loop is loop else None
+            client = redis_asyncio.from_url(fast.redis_url, socket_timeout=5, socket_connect_timeout=5)
+            feed = CooldownFeed(client, fast.key_prefix, self._targets)
+            lr = self._redis = _LoopRedis(loop, client, RedisSink(client, fast.key_prefix), feed)
+        if self.push:
+            feed.start()
+        return lr
+
+    def _write_soon(self, lr: _LoopRedis, cd: Cooldown) -> None:
+        if len(self._writes) >= MAX_PENDING_WRITES:
+            self._count("unwritten")
+            return
+        task = lr.loop.create_task(self._write(lr.sink, cd))
+        self._writes.add(task)
+        task.add_done_callback(self._writes.discard)
+
+    async def _write(self, sink: RedisSink, cd: Cooldown) -> None:
+        try:
+            await sink.write(cd)
+        except Exception:
+            self._count("unwritten")
+            now = time.monotonic()
+            if now - self._last_error_log >= ERROR_LOG_EVERY:
+                self._last_error_log = now
+                log.warning("coolant: could not write a fast-path cooldown to Redis (the worker will)",
+                            exc_info=True)
+
+    async def _close_redis(self) -> None:
+        lr, self._redis = self._redis, None
+        if lr is None or lr.loop is not asyncio.get_running_loop():
+            return
+        await lr.feed.stop()
+        if self._writes:
+            await asyncio.wait(set(self._writes), timeout=2.0)
+        with contextlib.suppress(Exception):
+            await lr.client.aclose()
 
     @property
     def stats(self) -> CallbackStats:
@@ -504,6 +657,7 @@ class CoolantCallback(CustomLogger):
                 loop_pub = None
         if loop_pub is not None:
             await loop_pub.stop(timeout)
+        await self._close_redis()
         await asyncio.to_thread(self.close, timeout)
 
     def _at_exit(self) -> None:
@@ -585,14 +739,27 @@ class CoolantCallback(CustomLogger):
     async def _handle_async(self, kwargs: Any, start_time: Any, end_time: Any, ok: bool) -> None:
         try:
             sink = await self._async_sink()
+            lr = self._loop_redis()
         except Exception:
             self._failed()
             return
-        self._handle(kwargs, start_time, end_time, ok, lambda: sink)
+        record = self._handle(kwargs, start_time, end_time, ok, lambda: sink)
+        if record is None or ok:
+            return
+        try:
+            cd = self._cool_here(record)
+            if cd is not None:
+                if lr is None:
+                    self._count("unwritten")
+                else:
+                    self._write_soon(lr, cd)
+        except Exception:
+            self._failed()
 
     def _handle(self, kwargs: Any, start_time: Any, end_time: Any, ok: bool,
-                sink_for: Callable[[], _Sink | None]) -> None:
-        """Build and publish; never raises, never waits (publish only appends to a bounded buffer)."""
+                sink_for: Callable[[], _Sink | None]) -> Outcome | None:
+        """Build and publish; never raises, never waits (publish only appends to a bounded buffer). Returns the
+        record if the publisher took it: only then may the fast path act on it (the worker will see it)."""
         try:
             sink = sink_for()
             if sink is None:
@@ -600,14 +767,18 @@ class CoolantCallback(CustomLogger):
                 if not self._warned_disabled:
                     self._warned_disabled = True
                     log.warning("coolant: %s is not set: LiteLLM outcomes are not published", ENV_BOOTSTRAP)
-                return
+                return None
             record = build_outcome(_mapping(kwargs), start_time, end_time, ok=ok, gateway=self._gateway,
                                    attempts=self._attempts)
-            self._count("published" if sink.publish(record) else "dropped")
+            if sink.publish(record):
+                self._count("published")
+                return record
+            self._count("dropped")
         except _Skip as skip:
             self._count(skip.counter)
         except Exception:
             self._failed()
+        return None
 
     def _failed(self) -> None:
         self._count("errors")
@@ -615,6 +786,50 @@ class CoolantCallback(CustomLogger):
         if now - self._last_error_log >= ERROR_LOG_EVERY:  # a bug must not flood the gateway's log
             self._last_error_log = now
             log.exception("coolant: could not publish a LiteLLM outcome (%d errors so far)", self.stats.errors)
+
+
+@dataclass(frozen=True, slots=True)
+class _FastConfig:
+    policy: Policy | None
+    """None: no fast path (the push alone)."""
+    redis_url: str | None
+    key_prefix: str
+
+
+@dataclass(frozen=True, slots=True)
+class _LoopRedis:
+    loop: asyncio.AbstractEventLoop
+    client: redis_asyncio.Redis
+    sink: RedisSink
+    feed: CooldownFeed
+
+
+def _resolve_fast(policy: Policy | None, config: str | os.PathLike[str] | None, redis_url: str | None,
+                  key_prefix: str | None) -> _FastConfig | None:
+    """The fast path's and the push's settings; None (both off) without a policy and without a Redis URL. A
+    config that does not load turns the fast path off with one error line: the pod keeps publishing, and the
+    worker decides alone."""
+    config_prefix = None
+    if policy is None:
+        path = config if config is not None else (os.environ.get(ENV_CONFIG, "").strip() or None)
+        if path is not None:
+            from coolant.config import load_config  # only pods that use the fast path read a config
+
+            try:
+                loaded = load_config(Path(path))
+            except Exception as exc:
+                log.error("coolant: fast path off, %s does not load: %s", path, exc)
+            else:
+                policy, config_prefix = loaded.policy, loaded.runtime.redis.key_prefix
+    url = redis_url or os.environ.get(ENV_REDIS_URL, "").strip() or None
+    if policy is None and url is None:
+        return None
+    prefix = key_prefix if key_prefix is not None else os.environ.get(ENV_REDIS_KEY_PREFIX)
+    prefix = prefix if prefix is not None else (config_prefix or "")
+    log.info("coolant: fast path %s; cooldown push %s", "off (no policy)" if policy is None else
+             f"on ({len(policy.registry.entries)} deployments)",
+             f"from Redis, key prefix {prefix!r}" if url else "off (no Redis URL)")
+    return _FastConfig(policy, url, prefix)
 
 
 def _in_running_loop() -> bool:

@@ -1,0 +1,332 @@
+"""The in-pod fast path and the cooldown push, on real LiteLLM 1.110.2 Routers and the shared Redis.
+
+Pins what coolant relies on in LiteLLM (coolant/integrations/litellm_cooldowns.py), then: a failure that one
+record decides is routed around before the failure hook returns; a sibling pod skips the deployment through
+the push alone; with the push down a sibling learns it through LiteLLM's own Redis reads; and racing LiteLLM's
+own cooldown write never makes a router see coolant's cooldown shortened.
+
+The records go to an in-memory publisher (`Collected`): what the worker does with them is
+`tests/test_prefetch.py`'s and the fleet tests' subject.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import socket
+import time
+import uuid
+from collections.abc import AsyncIterator
+from typing import Any
+from urllib.parse import urlparse
+
+import orjson
+import pytest
+import yaml
+from redis.asyncio import Redis
+from support_litellm import MESSAGES, deployment
+
+litellm = pytest.importorskip("litellm")
+
+from coolant.config import parse_config  # noqa: E402
+from coolant.integrations.litellm import CoolantCallback  # noqa: E402
+from coolant.integrations.litellm_cooldowns import local_cooldowns  # noqa: E402
+from coolant.processors.prefetch import prefetch  # noqa: E402
+from coolant.schemas import Outcome  # noqa: E402
+from coolant.streams.materializer import RedisSink, cooldown_channel, cooldown_key, litellm_value  # noqa: E402
+
+pytestmark = [pytest.mark.integration, pytest.mark.filterwarnings("ignore:.*ReadOnly.*:UserWarning")]
+
+RATE_LIMIT = "litellm.RateLimitError"
+
+
+class Collected:
+    """A publisher that keeps what it is given (the Kafka side is not under test here)."""
+
+    def __init__(self) -> None:
+        self.records: list[Outcome] = []
+
+    def publish(self, record: Outcome) -> bool:
+        self.records.append(record)
+        return True
+
+
+@pytest.fixture
+def tag() -> str:
+    return uuid.uuid4().hex[:8]
+
+
+@pytest.fixture
+async def redis(redis_url: str, tag: str) -> AsyncIterator[Redis]:
+    client = Redis.from_url(redis_url)
+    try:
+        yield client
+    finally:
+        keys = [k async for k in client.scan_iter(match=f"push-{tag}:*")]
+        if keys:
+            await client.delete(*keys)
+        await client.aclose()
+
+
+def group_of(tag: str, bad: str = RATE_LIMIT) -> tuple[str, list[dict[str, Any]]]:
+    group = f"push-{tag}"
+    return group, [deployment(f"{group}-bad", group, mock=bad), deployment(f"{group}-ok1", group, mock="hi"),
+                   deployment(f"{group}-ok2", group, mock="hi")]
+
+
+def router_for(model_list: list[dict[str, Any]], redis_url: str | None, tag: str, **settings: Any) -> Any:
+    kw: dict[str, Any] = {}
+    if redis_url is not None:
+        u = urlparse(redis_url)
+        kw = {"redis_host": u.hostname, "redis_port": u.port, "cache_kwargs": {"namespace": f"push-{tag}"}}
+    return litellm.Router(model_list=model_list, **{"num_retries": 0, "disable_cooldowns": True, **kw, **settings})
+
+
+def policy_for(model_list: list[dict[str, Any]]) -> Any:
+    return parse_config({"model_list": model_list, "router_settings": {"cooldown_time": 60}}).policy
+
+
+async def picks(router: Any, group: str, n: int = 30) -> set[str]:
+    return {(await router.select(group, {}, kind="pick"))["model_info"]["id"] for _ in range(n)}
+
+
+@pytest.fixture
+def only_callback() -> Any:
+    saved = list(litellm.callbacks)
+
+    def use(cb: CoolantCallback) -> None:
+        litellm.callbacks = [cb]
+
+    yield use
+    for cb in litellm.callbacks:
+        litellm.logging_callback_manager.remove_callback_from_all_lists(cb)
+    litellm.callbacks = saved
+
+
+def skip_unless_plain(redis_url: str) -> None:
+    u = urlparse(redis_url)
+    if u.password or u.path not in ("", "/", "/0"):
+        pytest.skip("these tests hand LiteLLM a bare host and port")
+
+
+# -- what coolant relies on in LiteLLM 1.110.2 ------------------------------------------------------------------
+
+
+async def test_litellm_reads_its_cooldown_store_at_each_decision_and_has_no_memory_only_write(
+    redis: Redis, redis_url: str, tag: str
+) -> None:
+    skip_unless_plain(redis_url)
+    from litellm.constants import DEFAULT_COOLDOWN_REDIS_READ_INTERVAL_SECONDS
+
+    assert DEFAULT_COOLDOWN_REDIS_READ_INTERVAL_SECONDS == 1.0
+    group, model_list = group_of(tag)
+    router = router_for(model_list, redis_url, tag)
+    store = router.health().cooldowns.cooldown_store
+    # put, the store's only write, writes Redis too (a plain SET of a Python literal): not usable by coolant
+    bad = f"{group}-bad"
+    store.put(bad, {"exception_received": "x", "status_code": "429", "timestamp": time.time(),
+                    "cooldown_time": 30.0}, 30.0)
+    raw = await redis.get(f"push-{tag}:deployment:{bad}:cooldown")
+    assert raw is not None and raw.startswith(b"{'exception_received'")
+    # the wrapper is what every routing decision reads: select, acompletion and completion all skip what it holds
+    other = f"{group}-ok1"
+    local = local_cooldowns(router)
+    assert local_cooldowns(router) is local and router.health().cooldowns.cooldown_store is local
+    assert local.apply(other, {"exception_received": "y", "status_code": "401", "timestamp": time.time(),
+                               "cooldown_time": 30})
+    assert await picks(router, group) == {f"{group}-ok2"}
+    used = set()
+    for _ in range(10):
+        used.add((await router.acompletion(model=group, messages=MESSAGES))._hidden_params["model_id"])
+        used.add(router.completion(model=group, messages=MESSAGES)._hidden_params["model_id"])
+    assert used == {f"{group}-ok2"}
+    active = dict(await router.health().cooldowns.async_get_active_cooldowns([bad, other], None))
+    assert set(active) == {bad, other} and active[other]["status_code"] == "401"
+
+
+# -- the fast path ----------------------------------------------------------------------------------------------
+
+
+async def test_fast_path_cools_before_the_failure_hook_returns(
+    redis: Redis, redis_url: str, tag: str, only_callback: Any
+) -> None:
+    """A 429 on a group of three: LiteLLM's retry, which starts after the hook returned, already goes elsewhere.
+    The Redis key is the materializer's, and the decision is exactly the one the engine makes for the record."""
+    skip_unless_plain(redis_url)
+    group, model_list = group_of(tag)
+    router = router_for(model_list, redis_url, tag, num_retries=1)
+    collected = Collected()
+    policy = policy_for(model_list)
+    cb = CoolantCallback(publisher=collected, policy=policy, redis_url=redis_url, redis_key_prefix=f"push-{tag}:",
+                         routers=[router], gateway="pod-a")
+    only_callback(cb)
+    pubsub = redis.pubsub()
+    await pubsub.subscribe(cooldown_channel(f"push-{tag}:"))
+    try:
+        served = [(await router.acompletion(model=group, messages=MESSAGES))._hidden_params["model_id"]
+                  for _ in range(20)]
+        message = None
+        deadline = time.monotonic() + 10
+        while message is None and time.monotonic() < deadline:  # the fast path's write, announced after it
+            message = await pubsub.get_message(ignore_subscribe_messages=True, timeout=1)
+    finally:
+        await pubsub.aclose()
+        await cb.aclose()
+    bad = f"{group}-bad"
+    failures = [r for r in collected.records if not r.ok]
+    # every request succeeded: the one that met the 429 was retried on a healthy deployment, the rest never
+    # picked the cooled one
+    assert bad not in served and len(failures) == 1 and failures[0].deployment_id == bad
+    assert cb.stats.prefetched == 1
+    expected = prefetch(policy, failures[0])
+    assert expected is not None and expected.reason == "rate_limited"
+    assert message is not None and orjson.loads(message["data"])["deployment_id"] == bad
+    assert await redis.get(cooldown_key(f"push-{tag}:", bad)) == litellm_value(expected)
+    assert await redis.pexpiretime(cooldown_key(f"push-{tag}:", bad)) > 0
+
+
+async def test_rules_that_need_the_fleet_are_left_to_the_worker(
+    redis_url: str, tag: str, only_callback: Any
+) -> None:
+    """A 500 (failure rate over the fleet's window) is published but not cooled in the pod."""
+    group, model_list = group_of(tag, bad="litellm.InternalServerError")
+    router = router_for(model_list, None, tag)
+    collected = Collected()
+    cb = CoolantCallback(publisher=collected, policy=policy_for(model_list), routers=[router])
+    only_callback(cb)
+    while sum(1 for r in collected.records if not r.ok) < 3:
+        with contextlib.suppress(Exception):
+            await router.acompletion(model=group, messages=MESSAGES)
+    await cb.aclose()
+    assert cb.stats.prefetched == 0
+    assert f"{group}-bad" in await picks(router, group, 60)
+
+
+# -- the push ---------------------------------------------------------------------------------------------------
+
+
+async def test_a_sibling_skips_the_deployment_through_the_push(
+    redis_url: str, tag: str, only_callback: Any
+) -> None:
+    """Pod B's Router has no Redis at all: the push is the only way it can learn of A's decision."""
+    skip_unless_plain(redis_url)
+    group, model_list = group_of(tag)
+    router_a, router_b = router_for(model_list, redis_url, tag), router_for(model_list, None, tag)
+    prefix = f"push-{tag}:"
+    a = CoolantCallback(publisher=Collected(), policy=policy_for(model_list), redis_url=redis_url,
+                        redis_key_prefix=prefix, routers=[router_a], gateway="pod-a")
+    b = CoolantCallback(publisher=Collected(), redis_url=redis_url, redis_key_prefix=prefix, routers=[router_b],
+                        gateway="pod-b")  # no policy: push only
+    only_callback(a)  # B's callback only runs its feed here: LiteLLM would also hand it A's failures
+    feed = await b.start_push()
+    assert feed is not None
+    await asyncio.wait_for(feed.subscribed.wait(), 10)
+    bad = f"{group}-bad"
+    try:
+        assert bad in await picks(router_b, group, 60)
+        while True:  # until A meets the bad deployment
+            try:
+                await router_a.acompletion(model=group, messages=MESSAGES)
+            except Exception:
+                break
+        while feed.stats.applied == 0:
+            await asyncio.sleep(0.005)
+        assert bad not in await picks(router_b, group, 60)
+        assert feed.stats.connected and feed.stats.received >= 1 and feed.stats.down == 0
+        assert local_cooldowns(router_b).held(bad) is not None
+    finally:
+        await a.aclose()
+        await b.aclose()
+
+
+def _dead_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port: int = s.getsockname()[1]
+    return port
+
+
+async def test_with_the_push_down_a_sibling_falls_back_to_litellms_redis_reads(
+    redis: Redis, redis_url: str, tag: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    skip_unless_plain(redis_url)
+    group, model_list = group_of(tag)
+    router_b = router_for(model_list, redis_url, tag)
+    prefix = f"push-{tag}:"
+    b = CoolantCallback(publisher=Collected(), redis_url=f"redis://127.0.0.1:{_dead_port()}/0",
+                        redis_key_prefix=prefix, routers=[router_b])
+    caplog.set_level(logging.WARNING, logger="coolant.integrations.litellm_cooldowns")
+    feed = await b.start_push()
+    assert feed is not None
+    try:
+        while feed.stats.down == 0:
+            await asyncio.sleep(0.01)
+        assert not feed.stats.connected
+        assert any("LiteLLM's Redis reads" in r.getMessage() for r in caplog.records)
+        # a decision written to the shared Redis by another pod or the worker: B reads it itself
+        bad = f"{group}-bad"
+        pod_a = RedisSink(redis, prefix)
+        rec = Outcome(event_id=f"{tag}-1", ts=time.time(), deployment_id=bad, model_group=group, ok=False,
+                      status_code=429, exception_type="RateLimitError")
+        cd = prefetch(policy_for(model_list), rec)
+        assert cd is not None and await pod_a.write(cd)
+        deadline = time.monotonic() + 10
+        while bad in await picks(router_b, group, 20):
+            assert time.monotonic() < deadline, "LiteLLM's own Redis read did not pick the cooldown up"
+            await asyncio.sleep(0.05)
+        assert local_cooldowns(router_b).held(bad) is None  # it came through LiteLLM, not the push
+    finally:
+        await b.aclose()
+
+
+# -- never shorter --------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("coolant_longer", [True, False])
+async def test_racing_litellms_own_write_never_shortens_what_routers_see(
+    redis: Redis, redis_url: str, tag: str, coolant_longer: bool
+) -> None:
+    """LiteLLM's own cooldown write (`put`: a plain SET) and coolant's (the materializer's script, announced),
+    started together in both orders, 20 times. coolant never replaces a longer LiteLLM entry; when LiteLLM's
+    plain SET replaces a longer coolant entry in Redis (LiteLLM's own behaviour), the pods holding coolant's
+    copy still route around the deployment until coolant's end."""
+    skip_unless_plain(redis_url)
+    group, model_list = group_of(tag)
+    policy = policy_for(model_list)
+    prefix = f"push-{tag}:"
+    pod = router_for(model_list, redis_url, tag)
+    local = local_cooldowns(pod)
+    store = local.inner
+    sink = RedisSink(redis, prefix)
+    bad = f"{group}-bad"
+    key = cooldown_key(prefix, bad)
+    coolant_s, litellm_s = (60, 5) if coolant_longer else (5, 60)
+    for i in range(20):
+        await redis.delete(key)
+        now = time.time()
+        rec = Outcome(event_id=f"{tag}-{i}", ts=now, deployment_id=bad, model_group=group, ok=False,
+                      status_code=429, exception_type="RateLimitError", retry_after=str(coolant_s))
+        cd = prefetch(policy, rec)
+        assert cd is not None and cd.cooldown_time == coolant_s
+        theirs = {"exception_received": "theirs", "status_code": "429", "timestamp": now,
+                  "cooldown_time": float(litellm_s)}
+
+        async def coolant_write(cd: Any = cd) -> None:
+            local.apply_cooldown(cd)
+            await sink.write(cd)
+
+        async def litellm_write(theirs: Any = theirs) -> None:
+            await store.async_put(bad, theirs, float(litellm_s))
+
+        order = (coolant_write(), litellm_write()) if i % 2 else (litellm_write(), coolant_write())
+        await asyncio.gather(*order)
+        raw = await redis.get(key)
+        assert raw is not None
+        in_redis = orjson.loads(raw) if raw.startswith(b"{\"") else yaml.safe_load(raw.decode())
+        redis_end = in_redis["timestamp"] + in_redis["cooldown_time"]
+        if not coolant_longer:
+            assert redis_end == pytest.approx(now + litellm_s)  # coolant's shorter write never replaced it
+        seen = dict(local.active_sync([bad]))[bad]
+        assert seen["timestamp"] + seen["cooldown_time"] >= cd.until  # the pod never sees coolant's shortened
+        assert max(redis_end, cd.until) == pytest.approx(max(now + litellm_s, cd.until))
