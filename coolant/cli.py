@@ -183,6 +183,7 @@ def worker_command(
         ),
     )
     shadow = load(shadow_config) if shadow_config is not None else None
+    data_dir.mkdir(parents=True, exist_ok=True)  # Faust creates only the last level (a fresh container has no .local)
     opts = WorkerOptions(
         app_id=app_id, partitions=partitions, web_port=rt.web_port, web_bind=web_bind, datadir=str(data_dir),
         materialize=materialize, admin_token=admin_token or None, session_timeout=session_timeout,

@@ -2,48 +2,30 @@
 
 Each is resolved in this order:
 1. the env var ``KAFKA_BOOTSTRAP`` / ``REDIS_URL``;
-2. testcontainers, when a Docker engine answers (image overridable: ``KAFKA_TEST_IMAGE`` / ``REDIS_TEST_IMAGE``);
+2. testcontainers, when a Docker engine answers and has (or can pull) the image: ``KAFKA_TEST_IMAGE`` (default
+   apache/kafka) / ``REDIS_TEST_IMAGE`` (default redis:7), run with host networking on free 127.0.0.1 ports
+   (tests/containers_support.py; ``scripts/docker-local build`` makes local images for engines with no registry);
 3. ``scripts/kafka-local start`` / ``scripts/redis-local start`` (idempotent; the services are left running);
 4. otherwise the test fails when ``REQUIRE_INTEGRATION=1``, else it is skipped.
 """
 
 from __future__ import annotations
 
-import functools
-import gc
 import os
 import subprocess
 import sys
-import warnings
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, NoReturn
 
 import pytest
 
+from tests import containers_support as containers
+
 if TYPE_CHECKING:
     from tests.integration.harness import Case
 
 ROOT = Path(__file__).resolve().parent.parent
-
-
-@functools.cache
-def _docker_ok() -> bool:
-    # docker-py leaks its socket when the engine is absent: keep that ResourceWarning out of the tests
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", ResourceWarning)
-        try:
-            import docker
-
-            client = docker.from_env(timeout=3)
-            try:
-                return bool(client.ping())
-            finally:
-                client.close()
-        except Exception:
-            return False
-        finally:
-            gc.collect()
 
 
 def _unavailable(what: str, why: str) -> NoReturn:
@@ -78,19 +60,15 @@ def kafka_bootstrap() -> Iterator[str]:
     if addr := os.environ.get("KAFKA_BOOTSTRAP"):
         yield addr
         return
-    if _docker_ok():
-        try:
-            from testcontainers.community.kafka import KafkaContainer
-        except ImportError:
-            from testcontainers.kafka import KafkaContainer
-        image = os.environ.get("KAFKA_TEST_IMAGE", "confluentinc/cp-kafka:7.6.0")
-        with KafkaContainer(image).with_kraft() as kafka:
-            yield kafka.get_bootstrap_server()
+    image = os.environ.get("KAFKA_TEST_IMAGE", containers.DEFAULT_KAFKA_IMAGE)
+    if containers.docker_ok() and containers.image_available(image):
+        with containers.kafka_container(image) as bootstrap:
+            yield bootstrap
         return
     try:
         addr = _start_local("kafka-local", "KAFKA_BOOTSTRAP")
     except RuntimeError as exc:
-        _unavailable("kafka", f"no KAFKA_BOOTSTRAP, no Docker engine, and {exc}")
+        _unavailable("kafka", f"no KAFKA_BOOTSTRAP, no Docker engine with a Kafka image, and {exc}")
     yield addr
 
 
@@ -99,19 +77,15 @@ def redis_url() -> Iterator[str]:
     if url := os.environ.get("REDIS_URL"):
         yield url
         return
-    if _docker_ok():
-        try:
-            from testcontainers.community.redis import RedisContainer
-        except ImportError:
-            from testcontainers.redis import RedisContainer
-        with RedisContainer(os.environ.get("REDIS_TEST_IMAGE", "redis:7")) as redis:
-            port = redis.get_exposed_port(redis.port)
-            yield f"redis://{redis.get_container_host_ip()}:{port}/0"
+    image = os.environ.get("REDIS_TEST_IMAGE", containers.DEFAULT_REDIS_IMAGE)
+    if containers.docker_ok() and containers.image_available(image):
+        with containers.redis_container(image) as url:
+            yield url
         return
     try:
         url = _start_local("redis-local", "REDIS_URL")
     except RuntimeError as exc:
-        _unavailable("redis", f"no REDIS_URL, no Docker engine, and {exc}")
+        _unavailable("redis", f"no REDIS_URL, no Docker engine with a Redis image, and {exc}")
     yield url
 
 

@@ -469,8 +469,13 @@ class Worker:
         env: dict[str, str] | None = None,
         loglevel: str | None = None,
         extra_args: tuple[str, ...] = (),
+        image: str | None = None,
     ) -> None:
+        """With `image`, the worker is that container image (`docker run --network host`, the config's directory
+        mounted at /config, data inside the container) instead of this checkout's code."""
         self.name = name
+        self.image = image
+        self.container = f"coolant-it-{name}-{uid()}"
         self.bootstrap = bootstrap
         self.topic_prefix = topic_prefix
         self.app_id = app_id
@@ -478,14 +483,19 @@ class Worker:
         self.data_dir = workdir / f"data-{name}"
         self.log_path = workdir / f"worker-{name}.log"
         self.proc: subprocess.Popen[bytes] | None = None
-        self.cmd = [
-            sys.executable, "-m", "coolant.cli", "worker",
-            "--config", str(config),
+        if image is None:
+            self.cmd = [sys.executable, "-m", "coolant.cli", "worker", "--config", str(config),
+                        "--data-dir", str(self.data_dir)]
+        else:
+            self.cmd = ["docker", "run", "--rm", "--name", self.container, "--network", "host",
+                        "-v", f"{config.parent}:/config:ro",
+                        "-e", f"COOLANT_HEALTH_URL=http://127.0.0.1:{self.web_port}/healthz",
+                        image, "worker", "--config", f"/config/{config.name}"]
+        self.cmd += [
             "--bootstrap", bootstrap,
             "--topic-prefix", topic_prefix,
             "--app-id", app_id,
             "--web-port", str(self.web_port),
-            "--data-dir", str(self.data_dir),
             "--partitions", str(partitions),
             "-l", loglevel or os.environ.get("COOLANT_IT_LOGLEVEL", "warning"),
         ]
@@ -576,6 +586,8 @@ class Worker:
 
     def kill(self) -> None:
         """SIGKILL: a crash, no shutdown at all."""
+        if self.image is not None:  # the docker CLI does not pass SIGKILL on: kill the container itself
+            subprocess.run(["docker", "kill", self.container], capture_output=True, check=False, timeout=30)
         if self.proc is not None and self.proc.poll() is None:
             self.proc.kill()
             self.proc.wait(10)
@@ -751,14 +763,15 @@ class Case:
 
     async def worker(self, name: str, bootstrap: str, *, redis_url: str | None = None, partitions: int = 2,
                      env: dict[str, str] | None = None, loglevel: str | None = None,
-                     extra_args: tuple[str, ...] = ()) -> Worker:
-        """Start a worker (it creates its topics; with `precreate`, they exist before); not yet waited for."""
+                     extra_args: tuple[str, ...] = (), image: str | None = None) -> Worker:
+        """Start a worker (it creates its topics; with `precreate`, they exist before); not yet waited for.
+        With `image`, the worker runs from that container image (see `Worker`)."""
         self.bootstraps.add(bootstrap)
         if self.precreate:
             await create_topics(bootstrap, self.prefix, partitions)
         w = Worker(name=name, config=self.config, bootstrap=bootstrap, topic_prefix=self.prefix, app_id=self.app_id,
                    workdir=self.tmp, redis_url=redis_url, redis_key_prefix=self.key_prefix, partitions=partitions,
-                   env=env, loglevel=loglevel, extra_args=extra_args)
+                   env=env, loglevel=loglevel, extra_args=extra_args, image=image)
         self.workers.append(w)
         w.start()
         return w
