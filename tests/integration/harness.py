@@ -487,7 +487,9 @@ class Worker:
             self.cmd = [sys.executable, "-m", "coolant.cli", "worker", "--config", str(config),
                         "--data-dir", str(self.data_dir)]
         else:
-            self.cmd = ["docker", "run", "--rm", "--name", self.container, "--network", "host",
+            # read-only root filesystem, writable /tmp and state dir: as deploy/kubernetes runs it
+            self.cmd = ["docker", "run", "--rm", "--name", self.container, "--network", "host", "--read-only",
+                        "--tmpfs", "/tmp", "--tmpfs", "/var/lib/coolant:uid=10001,gid=10001",
                         "-v", f"{config.parent}:/config:ro",
                         "-e", f"COOLANT_HEALTH_URL=http://127.0.0.1:{self.web_port}/healthz",
                         image, "worker", "--config", f"/config/{config.name}"]
