@@ -24,6 +24,7 @@ from coolant import schemas
 from coolant.config import parse_config
 from coolant.processors import Engine, HealthState, Step
 from coolant.schemas import Cooldown, Health, Outcome
+from coolant.schemas.types import DURATION_MAX
 
 T0 = 1_800_000_000
 """2027-01-15 08:00:00 GMT, a minute boundary."""
@@ -336,7 +337,7 @@ def window_counts(engine: Engine, fed: Sequence[Outcome | Health], deployment_id
             "ok": False,
             "status_code": 401,
             "exception_type": "AuthenticationError",
-            "cooldown_time": 1e9,
+            "cooldown_time": DURATION_MAX,  # the longest a record may ask for (B3)
         }
     )
     step = probe_engine.feed(probe)

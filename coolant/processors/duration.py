@@ -7,6 +7,7 @@ import re
 from datetime import UTC, datetime
 
 from coolant.processors.policy import DeploymentEntry, Policy
+from coolant.schemas.types import DURATION_MAX
 
 DEFAULT_COOLDOWN = 5.0
 _SECONDS = re.compile(r"[ \t]*([0-9]+)[ \t]*")
@@ -27,17 +28,22 @@ def _http_date(value: str) -> float | None:
 
 
 def retry_after_seconds(value: str | None, ts: float) -> float | None:
-    """T2: the Retry-After duration measured from the record's own ts (D5), or None if ignored."""
+    """T2: the Retry-After duration measured from the record's own ts (D5), or None if ignored.
+
+    B3 (docs/input-bounds.md): at most DURATION_MAX, so no header can push `until` past what Redis and
+    the state store can hold (a 400-digit value would not even convert to a float).
+    """
     if value is None:
         return None
     m = _SECONDS.fullmatch(value)
     if m:
-        return float(int(m.group(1)))
+        digits = m.group(1).lstrip("0") or "0"
+        return min(float(int(digits)), DURATION_MAX) if len(digits) <= 9 else DURATION_MAX
     when = _http_date(value)
     if when is None:
         return None
     seconds = math.floor(when - ts)
-    return float(seconds) if seconds > 0 else None
+    return float(min(seconds, DURATION_MAX)) if seconds > 0 else None
 
 
 def request_duration(

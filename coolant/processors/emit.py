@@ -6,6 +6,7 @@ import hashlib
 
 from coolant.processors.decide import Candidate
 from coolant.processors.policy import Backoff, DeploymentEntry, Options
+from coolant.processors.redact import redact
 from coolant.processors.state import PathState
 from coolant.schemas import Cooldown
 
@@ -22,7 +23,11 @@ def backoff_duration(b: Backoff, ps: PathState, ts: float, duration: float) -> t
         n = ps.streak + 1
     else:
         n = 1
-    return max(duration, min(b.max, b.base * b.factor ** (n - 1))), n
+    try:
+        grown = b.base * b.factor ** (n - 1)
+    except OverflowError:  # a streak long enough to overflow a double is long past the cap
+        grown = b.max
+    return max(duration, min(b.max, grown)), n
 
 
 def admit(o: Options, ps: PathState, ts: float, duration: float) -> tuple[float, float] | None:
@@ -39,10 +44,11 @@ def admit(o: Options, ps: PathState, ts: float, duration: float) -> tuple[float,
 
 
 def mask(text: str | None) -> str | None:
-    """E4: cut to 1,024 code points, keep the first 50, star the rest (length unchanged)."""
+    """S1 then E4: secrets redacted (`redact`), then cut to 1,024 code points, the first 50 kept, the rest
+    starred (length unchanged). A text without a secret masks exactly as before S1 existed."""
     if text is None:
         return None
-    text = text[:MASK_MAX]
+    text = redact(text)[:MASK_MAX]
     if len(text) <= MASK_KEEP:
         return text
     return text[:MASK_KEEP] + "*" * (len(text) - MASK_KEEP)

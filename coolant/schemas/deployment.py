@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import msgspec
 
-from coolant.schemas.types import NonNegativeFloat, NonNegativeInt
+from coolant.schemas.types import Duration, NonNegativeInt
 
 DEPLOYMENT_SCHEMA = "coolant.deployment/1"
 
@@ -14,7 +14,7 @@ class DeploymentRecord(msgspec.Struct, frozen=True, tag_field="schema", tag=DEPL
     model_group: str
     wildcard: bool | None = None
     """Absent: true when the model name contains `*`, as in the config file."""
-    cooldown_time: NonNegativeFloat | None = None
+    cooldown_time: Duration | None = None
     allowed_fails: NonNegativeInt | None = None
     allowed_fails_policy: dict[str, NonNegativeInt | None] | None = None
     """LiteLLM's keys (`RateLimitErrorAllowedFails`, …) as published; the registry interprets them."""

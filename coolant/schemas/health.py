@@ -4,21 +4,21 @@ from __future__ import annotations
 
 import msgspec
 
-from coolant.schemas.types import EventId
+from coolant.schemas.types import EventId, Latency, StatusCode, Timestamp
 
 HEALTH_SCHEMA = "coolant.health/1"
 
 
 class Health(msgspec.Struct, frozen=True, tag_field="schema", tag=HEALTH_SCHEMA):
     event_id: EventId
-    ts: float
+    ts: Timestamp
     deployment_id: str
     model_group: str
     healthy: bool
-    status_code: int | None = None
+    status_code: StatusCode | None = None
     exception_type: str | None = None
     exception_message: str | None = None
-    latency_ms: float | None = None
+    latency_ms: Latency | None = None
     prober: str | None = None
     mode: str | None = None
 

@@ -9,9 +9,10 @@ preamble), and titles, descriptions and documented defaults come from the contra
     python -m coolant.schemas.jsonschema --check   # exit 1 if the checked-in files are stale (CI)
     python -m coolant.schemas.jsonschema --write   # regenerate them
 
-One difference JSON Schema cannot express: `decode` rejects `1.0` where an integer is expected
-(`attempt`, `status_code`, `allowed_fails`), while JSON Schema's "integer" accepts it. The field
-descriptions say so.
+JSON Schema's "integer" accepts `1.0` and `5e2`, and JSON readers accept a lone surrogate escape
+(`"\ud800"`); `decode` reads them the same way (B5 in docs/input-bounds.md), so a record the schema
+accepts is one the worker accepts. What JSON Schema cannot say, B1's size and nesting limits, is in
+the descriptions.
 """
 
 from __future__ import annotations
@@ -34,10 +35,14 @@ DRAFT = "https://json-schema.org/draft/2020-12/schema"
 DEFAULT_DIR = Path(__file__).resolve().parents[2] / "schemas" / "json"
 """`schemas/json/` at the repository root (for a source checkout)."""
 
-_INT = " An integer written without a fraction or exponent (`1`, not `1.0`)."
+_INT = " An integer (`1.0` and `1e0` are read as 1)."
 _ID = "LiteLLM `model_info.id` of the deployment (the Kafka message key)."
 _GROUP = "LiteLLM `model_name` (the model group)."
 _EVENT_ID = "Unique per attempt; duplicates are dropped (publishers deliver at least once)."
+_TS = (
+    "When the {} finished: epoch seconds (float), event time set by the producer; below 1e10 (milliseconds "
+    "are refused, B2). A live worker also refuses a ts more than its clock-skew allowance ahead of its clock (B6)."
+)
 _STATUS = "HTTP status of a failure; null when the error carried none." + _INT
 _EXC_TYPE = (
     "Exception class name, LiteLLM's names (`RateLimitError`, `APIConnectionError`, "
@@ -56,11 +61,12 @@ RECORDS: dict[str, tuple[type[msgspec.Struct], str, str, str, dict[str, str], di
         "coolant request outcome (coolant.outcome/1)",
         "One record per attempt a gateway makes against a deployment (first try, each retry, each "
         "fallback hop). Published to the outcomes topic, keyed by deployment_id. Unknown fields are "
-        "ignored; a missing required field, a wrong type or another `schema` value makes the record invalid.",
+        "ignored; a missing required field, a wrong type or another `schema` value makes the record invalid, "
+        "and so does a record above 1 MiB or nested deeper than 32 levels (B1).",
         {
             "schema": "Record type and version: always `coolant.outcome/1`.",
             "event_id": _EVENT_ID,
-            "ts": "When the attempt finished: epoch seconds (float), event time set by the producer.",
+            "ts": _TS.format("attempt"),
             "deployment_id": _ID,
             "model_group": _GROUP,
             "ok": "True when the attempt succeeded.",
@@ -68,7 +74,8 @@ RECORDS: dict[str, tuple[type[msgspec.Struct], str, str, str, dict[str, str], di
             "exception_type": _EXC_TYPE,
             "exception_message": _EXC_MESSAGE,
             "retry_after": "The raw `Retry-After` response header value (integer seconds or HTTP-date).",
-            "cooldown_time": "A per-request cooldown override in seconds (LiteLLM's `cooldown_time` request kwarg).",
+            "cooldown_time": "A per-request cooldown override in seconds (LiteLLM's `cooldown_time` request kwarg); "
+            "at most 365 days either way (a negative value is ignored).",
             "attempt": "0 = first try; each retry or fallback hop counts up." + _INT,
             "final": "Whether this attempt's result was returned to the caller.",
             "source": "`request`, or `pre_call_check` for a rate-limit pre-flight that failed; any other "
@@ -88,7 +95,7 @@ RECORDS: dict[str, tuple[type[msgspec.Struct], str, str, str, dict[str, str], di
         {
             "schema": "Record type and version: always `coolant.health/1`.",
             "event_id": _EVENT_ID.replace("attempt", "probe"),
-            "ts": "When the probe finished: epoch seconds (float), event time set by the producer.",
+            "ts": _TS.format("probe"),
             "deployment_id": _ID,
             "model_group": _GROUP,
             "healthy": "True when the probe succeeded.",

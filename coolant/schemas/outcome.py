@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import msgspec
 
-from coolant.schemas.types import EventId, NonNegativeInt
+from coolant.schemas.types import EventId, Latency, NonNegativeInt, RecordDuration, StatusCode, Timestamp
 
 OUTCOME_SCHEMA = "coolant.outcome/1"
 
@@ -13,20 +13,20 @@ class Outcome(msgspec.Struct, frozen=True, tag_field="schema", tag=OUTCOME_SCHEM
     """Optional fields given as null mean "absent"; `final`/`attempt`/`source` defaults live in the properties."""
 
     event_id: EventId
-    ts: float
+    ts: Timestamp
     deployment_id: str
     model_group: str
     ok: bool
-    status_code: int | None = None
+    status_code: StatusCode | None = None
     exception_type: str | None = None
     exception_message: str | None = None
     retry_after: str | None = None
-    cooldown_time: float | None = None
+    cooldown_time: RecordDuration | None = None
     attempt: NonNegativeInt | None = None
     final: bool | None = None
     source: str | None = None
     gateway: str | None = None
-    latency_ms: float | None = None
+    latency_ms: Latency | None = None
 
     schema = OUTCOME_SCHEMA
 

@@ -159,8 +159,83 @@ def test_broken_records_fail_schema_and_decode_alike(
     assert not _decode_ok(rec), why
 
 
-def test_documented_difference_integral_floats(validators: dict[str, Draft202012Validator]) -> None:
-    """JSON Schema's "integer" accepts 1.0; the decoder does not. The descriptions tell producers."""
-    rec = _good_outcome(attempt=1.0)
-    assert _schema_ok(validators, rec) and not _decode_ok(rec)
-    assert "not `1.0`" in validators["coolant.outcome/1"].schema["properties"]["attempt"]["description"]
+_HEAD = (
+    '{"schema":"coolant.outcome/1","event_id":"e1","deployment_id":"d","model_group":"g","ok":false,'
+)
+# raw JSON text, so number spellings and escapes reach both readers as a producer wrote them
+CORPUS: list[tuple[str, str]] = [
+    ("plain", _HEAD + '"ts":1767225600.5,"status_code":500}'),
+    ("status 500.0", _HEAD + '"ts":1767225600.5,"status_code":500.0}'),
+    ("status 5e2", _HEAD + '"ts":1767225600.5,"status_code":5e2}'),
+    ("status 500.5", _HEAD + '"ts":1767225600.5,"status_code":500.5}'),
+    ("status 99", _HEAD + '"ts":1767225600.5,"status_code":99}'),
+    ("status 600", _HEAD + '"ts":1767225600.5,"status_code":600}'),
+    ("status 10**25", _HEAD + '"ts":1767225600.5,"status_code":10000000000000000000000000}'),
+    ("status null", _HEAD + '"ts":1767225600.5,"status_code":null}'),
+    ("attempt 1.0", _HEAD + '"ts":1767225600.5,"attempt":1.0}'),
+    ("attempt 1e0", _HEAD + '"ts":1767225600.5,"attempt":1e0}'),
+    ("attempt 2**40", _HEAD + '"ts":1767225600.5,"attempt":1099511627776}'),
+    ("lone surrogate", _HEAD + '"ts":1767225600.5,"exception_message":"\\ud800 boom"}'),
+    ("surrogate pair", _HEAD + '"ts":1767225600.5,"exception_message":"\\ud83d\\ude00"}'),
+    ("lone surrogate in unknown field", _HEAD + '"ts":1767225600.5,"x":"\\udfff"}'),
+    ("ts integer", _HEAD + '"ts":1767225600}'),
+    ("ts milliseconds", _HEAD + '"ts":1767225600000}'),
+    ("ts 1e12", _HEAD + '"ts":1e12}'),
+    ("ts 1e300", _HEAD + '"ts":1e300}'),
+    ("ts 1e400", _HEAD + '"ts":1e400}'),
+    ("ts negative", _HEAD + '"ts":-1}'),
+    ("ts zero", _HEAD + '"ts":0}'),
+    ("cooldown_time 1e308", _HEAD + '"ts":1767225600.5,"cooldown_time":1e308}'),
+    ("cooldown_time -5", _HEAD + '"ts":1767225600.5,"cooldown_time":-5}'),
+    ("cooldown_time 3600.0", _HEAD + '"ts":1767225600.5,"cooldown_time":3600.0}'),
+    ("latency 1e400", _HEAD + '"ts":1767225600.5,"latency_ms":1e400}'),
+    ("latency -3", _HEAD + '"ts":1767225600.5,"latency_ms":-3}'),
+    ("health status 503.0", '{"schema":"coolant.health/1","event_id":"h","ts":1767225600.5,"deployment_id":"d",'
+     '"model_group":"g","healthy":false,"status_code":503.0}'),
+    ("deployment allowed_fails 3.0", '{"schema":"coolant.deployment/1","deployment_id":"d","model_group":"g",'
+     '"allowed_fails":3.0,"allowed_fails_policy":{"RateLimitErrorAllowedFails":2.0}}'),
+    ("deployment cooldown_time 1e9", '{"schema":"coolant.deployment/1","deployment_id":"d","model_group":"g",'
+     '"cooldown_time":1e9}'),
+    ("not an object", "[1]"),
+    ("null", "null"),
+]
+
+
+def _strict_json(text: str) -> Any:
+    """RFC 8259 JSON, as a validator's reader (JSON.parse, ajv) sees it: no NaN or Infinity literals."""
+    def refuse(name: str) -> Any:
+        raise ValueError(name)
+
+    return json.loads(text, parse_constant=refuse)
+
+
+@pytest.mark.parametrize(("why", "text"), CORPUS, ids=[c[0] for c in CORPUS])
+def test_schema_and_decoder_agree(validators: dict[str, Draft202012Validator], why: str, text: str) -> None:
+    """Issue 17: whatever the schema accepts the worker accepts, and the other way round."""
+    obj = _strict_json(text)
+    schema_says = isinstance(obj, dict) and _schema_ok(validators, obj)
+    try:
+        decode(text.encode())
+        decoder_says = True
+    except InvalidRecord:
+        decoder_says = False
+    assert schema_says == decoder_says, (why, schema_says, decoder_says)
+
+
+def test_the_corpus_has_both_verdicts(validators: dict[str, Draft202012Validator]) -> None:
+    """Guards the agreement test against a corpus (or a schema) that says yes, or no, to everything."""
+    verdicts = {isinstance(o, dict) and _schema_ok(validators, o) for o in (_strict_json(t) for _, t in CORPUS)}
+    assert verdicts == {True, False}
+
+
+def test_integral_floats_and_surrogates_are_read_as_the_schema_reads_them() -> None:
+    rec = decode((_HEAD + '"ts":1767225600.5,"status_code":5e2,"exception_message":"\\ud800!"}').encode())
+    assert type(rec).__name__ == "Outcome"
+    assert rec.status_code == 500 and type(rec.status_code) is int  # type: ignore[union-attr]
+    assert rec.exception_message == "\ufffd!"  # type: ignore[union-attr]
+
+
+def test_milliseconds_are_refused_with_a_hint() -> None:
+    with pytest.raises(InvalidRecord, match="milliseconds") as e:
+        decode((_HEAD + '"ts":1767225600000}').encode())
+    assert e.value.field == "ts"
