@@ -26,10 +26,11 @@ from coolant.config import Config, KafkaSettings, resolve_secret
 from coolant.processors import HealthState, Policy, Step, step_health, step_outcome
 from coolant.processors.ejection import passes
 from coolant.processors.health import transition
+from coolant.processors.redact import redact
 from coolant.schemas import Cooldown, Health, InvalidRecord, Outcome, Record, decode, encode
 from coolant.streams import admin_api, metrics
 from coolant.streams.consumer import install as install_consumer
-from coolant.streams.deadletter import deadletter_value
+from coolant.streams.deadletter import ERROR_KEEP, deadletter_value
 from coolant.streams.lane import Lane
 from coolant.streams.monitor import ACTIVE_INTERVAL, LAG_INTERVAL, ActiveCooldownsReporter, LagReporter
 from coolant.streams.pathstore import PathStore
@@ -37,6 +38,10 @@ from coolant.streams.registry import LiveRegistry, follow
 from coolant.topics import Topics
 
 log = logging.getLogger(__name__)
+
+MAX_TS_AHEAD = 60.0
+"""B6 (docs/input-bounds.md): clock skew allowed to publishers; below L1's default late_after of 180 s, so a
+record accepted ahead of time never makes correct records late."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,6 +65,10 @@ class WorkerOptions:
     """How long the group waits for members to rejoin a rebalance before dropping the slow ones."""
     shutdown_timeout: float = 10.0
     """On SIGTERM, how long to let the batch being decided finish before Faust stops (and commits)."""
+    keep_raw_deadletters: bool = False
+    """S2 (docs/input-bounds.md): dead letters keep the raw record unredacted."""
+    max_ts_ahead: float = MAX_TS_AHEAD
+    """B6: input records dated more than this many seconds ahead of this host's clock are dead-lettered."""
 
 
 def kafka_client_args(k: KafkaSettings) -> dict[str, Any]:
@@ -158,14 +167,19 @@ class Decider:
             dep = rec.deployment_id
             ps = store.load(dep)
             previous = ps.probe  # step_health replaces it
-            step = step_fn(policy, ps, rec)
-            if step.health is not None and not self.shadow:  # H1: health-state changes, for Redis
-                value = orjson.dumps({"deployment_id": dep, **step.health.to_dict()})
-                await self.pipeline.health_state.send(key=dep.encode(), value=value)
-                await self._publish_transition(previous, rec)
+            try:
+                step = step_fn(policy, ps, rec)
+                if step.health is not None and not self.shadow:  # H1: health-state changes, for Redis
+                    value = orjson.dumps({"deployment_id": dep, **step.health.to_dict()})
+                    await self.pipeline.health_state.send(key=dep.encode(), value=value)
+                    await self._publish_transition(previous, rec)
+                if step.cooldown is not None:
+                    await self._publish(step.cooldown)
+            except Exception as exc:  # P1: a bug met by one record must not stop the partition
+                await self.pipeline.record_failed(message, exc, "shadow decider" if self.shadow else "decider")
+                dispositions["failed"] += 1
+                continue
             dispositions[step.disposition] += 1
-            if step.cooldown is not None:
-                await self._publish(step.cooldown)
             store.touch(dep, ps, message.partition)
         await store.flush(self.pipeline.app.producer)
         for disposition, n in dispositions.items():
@@ -206,31 +220,42 @@ class Decider:
             cd = await self.pipeline.decoded(event.message, Cooldown, dead_letter=False)
             if cd is None:
                 continue
-            key = cd.deployment_id.encode()
-            value = admin_api.history_add(table.data.get(key), cd)
-            if value is not None:
-                table.data[key] = value
-                await self.pipeline.app.producer.send(topic, key, value, event.message.partition, None, None)
+            try:
+                key = cd.deployment_id.encode()
+                value = admin_api.history_add(table.data.get(key), cd)
+                if value is not None:
+                    table.data[key] = value
+                    await self.pipeline.app.producer.send(topic, key, value, event.message.partition, None, None)
+            except Exception as exc:  # P1
+                await self.pipeline.record_failed(event.message, exc, "cooldown history")
 
     async def _ejection_agent(self, stream: Any) -> None:
         """X3 over candidates keyed by model group, so one group's candidates meet in one place."""
         async for event in stream.events():
-            cd = decode(event.value)
-            assert isinstance(cd, Cooldown)
-            group = cd.model_group
-            active = self._ejections.get(group)
-            if active is None:
-                raw = self.ejection_table.get(group.encode())
-                active = self._ejections[group] = {} if raw is None else orjson.loads(raw)
-            if passes(self.registry.policy, active, cd.deployment_id, cd.ts, cd.until):
-                self.cooldowns_metric.labels(group, cd.reason).inc()
-                if not self.shadow:
-                    metrics.cooled_down(cd)
-                fut = await self.cooldowns.send(key=cd.deployment_id.encode(), value=event.value)
-                await fut
-                self.ejection_table[group.encode()] = orjson.dumps(active)
-            else:
-                metrics.SUPPRESSED.labels(group, cd.reason).inc()
+            cd = await self.pipeline.decoded(event.message, Cooldown)
+            if cd is None:
+                continue
+            try:
+                await self._eject(cd, event.value)
+            except Exception as exc:  # P1
+                await self.pipeline.record_failed(event.message, exc, "ejection")
+
+    async def _eject(self, cd: Cooldown, value: bytes) -> None:
+        """One candidate through X3 (the group's active ejections are cached, persisted on a pass)."""
+        group = cd.model_group
+        active = self._ejections.get(group)
+        if active is None:
+            raw = self.ejection_table.get(group.encode())
+            active = self._ejections[group] = {} if raw is None else orjson.loads(raw)
+        if passes(self.registry.policy, active, cd.deployment_id, cd.ts, cd.until):
+            self.cooldowns_metric.labels(group, cd.reason).inc()
+            if not self.shadow:
+                metrics.cooled_down(cd)
+            fut = await self.cooldowns.send(key=cd.deployment_id.encode(), value=value)
+            await fut
+            self.ejection_table[group.encode()] = orjson.dumps(active)
+        else:
+            metrics.SUPPRESSED.labels(group, cd.reason).inc()
 
 
 class CoolantApp(faust.App):  # type: ignore[misc,unused-ignore]  # faust is untyped
@@ -378,13 +403,48 @@ class Pipeline:
                         "by the next owner", self.opts.shutdown_timeout)
         else:
             log.info("shutdown: input lanes drained")
+        ahead = self.opts.max_ts_ahead
+        while True:
+            batch = await lane.take()
+            items = []
+            now = time.time()  # B6 is an edge check: the core never reads a clock
+            tombstones = 0
+            for message in batch:
+                if message.value is None:  # B1: nothing to decide or to report
+                    tombstones += 1
+                    continue
+                rec = await self.decoded(message, expected)
+                if rec is None:
+                    continue
+                if rec.ts > now + ahead:
+                    await self.dead_letter(message, _ts_in_future(rec.ts, now, ahead))
+                    continue
+                items.append((message, rec))
+            if tombstones:
+                metrics.RECORDS.labels(topic, "tombstone").inc(tombstones)
+            for decider in self.deciders:
+                await decider.decide(topic, items)
+            ack = self.app.consumer.ack
+            for message in batch:
+                ack(message)
 
-    async def dead_letter(self, message: Any, error: str) -> None:
-        log.warning("dead letter %s[%s]@%s: %s", message.topic, message.partition, message.offset, error)
+    async def dead_letter(self, message: Any, error: str, disposition: str = "invalid") -> None:
+        """B7/S2: a bounded, redacted dead letter (raw kept only on opt-in); the log line is always redacted."""
+        log.warning(
+            "dead letter %s[%s]@%s: %s", message.topic, message.partition, message.offset, redact(error)[:ERROR_KEEP]
+        )
         metrics.DEADLETTERS.labels(message.topic).inc()
-        metrics.RECORDS.labels(message.topic, "invalid").inc()
-        value = deadletter_value(error, message.topic, message.partition, message.offset, message.value)
+        metrics.RECORDS.labels(message.topic, disposition).inc()
+        value = deadletter_value(
+            error, message.topic, message.partition, message.offset, message.value,
+            keep_raw=self.opts.keep_raw_deadletters,
+        )
         await self.deadletter.send(key=message.key, value=value)
+
+    async def record_failed(self, message: Any, exc: Exception, stage: str) -> None:
+        """P1: one record broke a stage (a bug); it is dead-lettered with the reason and the stage goes on."""
+        log.exception("%s failed on %s[%s]@%s", stage, message.topic, message.partition, message.offset)
+        await self.dead_letter(message, f"processing failed in {stage}: {type(exc).__name__}: {exc}", "failed")
 
     async def decoded(self, message: Any, expected: type[Record], *, dead_letter: bool = True) -> Any:
         """The message's record if it is valid and of the `expected` type; else None, dead-lettered with the reason."""
@@ -408,18 +468,33 @@ class Pipeline:
             cd = await self.decoded(event.message, Cooldown)
             if cd is None:
                 continue
-            written = await self.sink.write_with_retry(cd, on_error=_redis_error)
+            try:
+                written = await self.sink.write_with_retry(cd, on_error=_redis_error)
+            except Exception as exc:  # P1: Redis refused this value (transient errors are retried inside)
+                await self.record_failed(event.message, exc, "materializer")
+                continue
             metrics.REDIS_WRITES.labels("cooldown", "written" if written else "skipped").inc()
             if written:
                 metrics.MATERIALIZE_LAG.observe(max(0.0, time.time() - cd.ts))
 
     async def _materialize_health(self, stream: Any) -> None:
         assert self.sink is not None
-        async for value in stream:
-            d = orjson.loads(value)
-            state = HealthState(d["is_healthy"], d["timestamp"], d["reason"])
-            written = await self.sink.write_health_with_retry(d["deployment_id"], state, on_error=_redis_error)
+        async for event in stream.events():
+            try:
+                d = orjson.loads(event.value)
+                state = HealthState(d["is_healthy"], d["timestamp"], d["reason"])
+                written = await self.sink.write_health_with_retry(d["deployment_id"], state, on_error=_redis_error)
+            except Exception as exc:  # P1
+                await self.record_failed(event.message, exc, "health materializer")
+                continue
             metrics.REDIS_WRITES.labels("health", "written" if written else "skipped").inc()
+
+
+def _ts_in_future(ts: float, now: float, ahead: float) -> str:
+    return (
+        f"ts_in_future: ts {ts!r} is {ts - now:.0f} s ahead of this worker's clock (at most {ahead:g} s allowed:"
+        " the publisher's clock is wrong, or ts is not epoch seconds)"
+    )
 
 
 def _redis_error(exc: Exception, delay: float) -> None:
