@@ -69,15 +69,21 @@ def outcome(n: int, ts: float, dep: str, ok: bool = True) -> bytes:
     return orjson.dumps(rec)
 
 
+FUTURE_TRAFFIC_ALLOWANCE = "1e9"
+"""--max-ts-ahead for traffic dated ahead of the clock (seconds: about 31 years)."""
+
+
 class Worker:
     def __init__(self, config: Path, prefix: str, workdir: Path) -> None:
+        # the traffic is dated from T0 (2027-01), ahead of the clock on purpose so every cooldown reaches Redis;
+        # the worker's B6 check (docs/input-bounds.md) would dead-letter it
         self.port = free_port()
         self.log = workdir / f"worker-{prefix}log"
         cmd = [sys.executable, "-m", "coolant.cli", "worker", "--config", str(config), "--bootstrap", BOOTSTRAP,
                "--redis-url", REDIS_URL, "--redis-key-prefix", prefix,
                "--topic-prefix", prefix, "--app-id", prefix.rstrip("."),
                "--web-port", str(self.port), "--data-dir", str(workdir / prefix), "--partitions", str(PARTITIONS),
-               "-l", "warning"]
+               "--max-ts-ahead", FUTURE_TRAFFIC_ALLOWANCE, "-l", "warning"]
         with self.log.open("wb") as out:
             self.proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT)
 

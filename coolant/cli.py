@@ -150,6 +150,16 @@ def worker_command(
                      help="Bearer token for the admin API's POST/DELETE /cooldowns (off without one). Prefer the "
                      "environment variable: a command line is visible to every user of the host."),
     ] = None,
+    keep_raw_deadletters: Annotated[
+        bool,
+        typer.Option("--keep-raw-deadletters", help="Dead letters keep invalid records as they came; by default "
+                     "secrets in them are redacted (docs/input-bounds.md S2). Only on a restricted dead-letter topic."),
+    ] = False,
+    max_ts_ahead: Annotated[
+        float,
+        typer.Option(min=0, help="Dead-letter input records dated more than this many seconds ahead of this host's "
+                     "clock (a publisher with a wrong clock would make later records late; B6)."),
+    ] = 60.0,
 ) -> None:
     """Run the live processor: Kafka in, the cooldown topic and Redis out (contract §5).
 
@@ -188,6 +198,7 @@ def worker_command(
         app_id=app_id, partitions=partitions, web_port=rt.web_port, web_bind=web_bind, datadir=str(data_dir),
         materialize=materialize, admin_token=admin_token or None, session_timeout=session_timeout,
         heartbeat_interval=heartbeat_interval, rebalance_timeout=rebalance_timeout,
+        keep_raw_deadletters=keep_raw_deadletters, max_ts_ahead=max_ts_ahead,
     )
     run(replace(cfg, runtime=rt), opts, loglevel, shadow)
 

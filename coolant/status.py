@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import ast
 import json
+import math
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -18,6 +19,7 @@ import redis.asyncio as redis_asyncio
 from rich.console import Console, JustifyMethod
 from rich.table import Table
 
+from coolant.processors.redact import redact
 from coolant.schemas import Cooldown, InvalidRecord, decode
 from coolant.streams.materializer import detail_key
 
@@ -41,7 +43,7 @@ class ActiveCooldown:
 
 
 def _text(raw: bytes | str) -> str:
-    return raw.decode() if isinstance(raw, bytes) else raw
+    return raw.decode("utf-8", "replace") if isinstance(raw, bytes) else raw
 
 
 def _litellm_value(raw: bytes | str) -> Mapping[str, Any] | None:
@@ -58,7 +60,14 @@ def _litellm_value(raw: bytes | str) -> Mapping[str, Any] | None:
 
 
 def _number(v: Any) -> float | None:
-    return float(v) if isinstance(v, int | float) and not isinstance(v, bool) else None
+    """A finite number, else None: a stored value may be anything (an int of 400 digits, NaN, Infinity)."""
+    if not isinstance(v, int | float) or isinstance(v, bool):
+        return None
+    try:
+        x = float(v)
+    except OverflowError:
+        return None
+    return x if math.isfinite(x) else None
 
 
 def decoded_cooldown(raw: bytes | str | None) -> Cooldown | None:
@@ -123,13 +132,18 @@ async def active_cooldowns(client: redis_asyncio.Redis, key_prefix: str = "") ->
 
 
 def _short(exception: str) -> str:
-    """The masked tail (`*`s) says nothing; keep the readable head."""
+    """The masked tail (`*`s) says nothing; keep the readable head (redacted: a router's own key is not masked)."""
+    exception = redact(exception)
     text = exception.rstrip("*") + ("…" if exception.endswith("*") else "")
     return text if len(text) <= _EXCEPTION_WIDTH else text[: _EXCEPTION_WIDTH - 1] + "…"
 
 
 def _utc(ts: float) -> str:
-    return datetime.fromtimestamp(ts, UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
+    """ISO time; a stored value beyond what a datetime holds (year 58886: a ts in milliseconds) is shown as is."""
+    try:
+        return datetime.fromtimestamp(ts, UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
+    except (ValueError, OverflowError, OSError):
+        return f"{ts:.6g} (out of range)"
 
 
 def render(cooldowns: Sequence[ActiveCooldown], console: Console) -> None:

@@ -34,8 +34,8 @@ from coolant.processors.policy import Policy, Registry
 from coolant.processors.state import NEG_INF, PathState
 from coolant.schemas import Cooldown, Window, encode, to_dict
 from coolant.status import ActiveCooldown, active_cooldowns, decoded_cooldown
-from coolant.streams import metrics
-from coolant.streams.materializer import cooldown_key, detail_key
+from coolant.streams import metrics, repair
+from coolant.streams.materializer import detail_key
 
 if TYPE_CHECKING:
     import redis.asyncio as redis_asyncio
@@ -336,9 +336,8 @@ class AdminApi:
     async def release(self, request: Any, deployment_id: str) -> tuple[int, Any]:
         check_token(request.headers.get("Authorization"), self._token)
         client = self._redis()
-        keys = [cooldown_key(self.key_prefix, deployment_id), detail_key(self.key_prefix, deployment_id)]
-        try:
-            deleted = int(await client.delete(*keys))
+        try:  # K3: with a release marker, so the Redis repair does not write it back
+            deleted = await repair.release(client, self.key_prefix, deployment_id, time.time())
         except (RedisError, OSError) as exc:
             raise ApiError(503, f"redis unavailable: {exc}") from None
         if not deleted:

@@ -35,6 +35,8 @@ from coolant.streams.lane import Lane
 from coolant.streams.monitor import ACTIVE_INTERVAL, LAG_INTERVAL, ActiveCooldownsReporter, LagReporter
 from coolant.streams.pathstore import PathStore
 from coolant.streams.registry import LiveRegistry, follow
+from coolant.streams.repair import CHECK_INTERVAL as REPAIR_INTERVAL
+from coolant.streams.repair import Repairer
 from coolant.topics import Topics
 
 log = logging.getLogger(__name__)
@@ -344,6 +346,10 @@ class Pipeline:
         if sink is not None:
             active = ActiveCooldownsReporter(sink.client, cfg.runtime.redis.key_prefix)
             app.timer(ACTIVE_INTERVAL, name="active-cooldowns")(active.run)
+            history = self.enforced.history_table
+            assert history is not None
+            repairer = Repairer(sink, lambda: list(history.data.values()), on_reassert=_reasserted)
+            app.timer(REPAIR_INTERVAL, name="redis-repair")(repairer.tick)
 
         @app.page("/healthz")
         async def healthz(web: Any, request: Any) -> Any:
@@ -379,10 +385,22 @@ class Pipeline:
 
     async def _decide_batch(self, topic: str, expected: type[Outcome] | type[Health], batch: list[Any]) -> None:
         items = []
+        ahead = self.opts.max_ts_ahead
+        now = time.time()  # B6 is an edge check: the core never reads a clock
+        tombstones = 0
         for message in batch:
+            if message.value is None:  # B1: nothing to decide or to report
+                tombstones += 1
+                continue
             rec = await self.decoded(message, expected)
-            if rec is not None:
-                items.append((message, rec))
+            if rec is None:
+                continue
+            if rec.ts > now + ahead:
+                await self.dead_letter(message, _ts_in_future(rec.ts, now, ahead))
+                continue
+            items.append((message, rec))
+        if tombstones:
+            metrics.RECORDS.labels(topic, "tombstone").inc(tombstones)
         for decider in self.deciders:
             await decider.decide(topic, items)
         ack = self.app.consumer.ack
@@ -403,30 +421,6 @@ class Pipeline:
                         "by the next owner", self.opts.shutdown_timeout)
         else:
             log.info("shutdown: input lanes drained")
-        ahead = self.opts.max_ts_ahead
-        while True:
-            batch = await lane.take()
-            items = []
-            now = time.time()  # B6 is an edge check: the core never reads a clock
-            tombstones = 0
-            for message in batch:
-                if message.value is None:  # B1: nothing to decide or to report
-                    tombstones += 1
-                    continue
-                rec = await self.decoded(message, expected)
-                if rec is None:
-                    continue
-                if rec.ts > now + ahead:
-                    await self.dead_letter(message, _ts_in_future(rec.ts, now, ahead))
-                    continue
-                items.append((message, rec))
-            if tombstones:
-                metrics.RECORDS.labels(topic, "tombstone").inc(tombstones)
-            for decider in self.deciders:
-                await decider.decide(topic, items)
-            ack = self.app.consumer.ack
-            for message in batch:
-                ack(message)
 
     async def dead_letter(self, message: Any, error: str, disposition: str = "invalid") -> None:
         """B7/S2: a bounded, redacted dead letter (raw kept only on opt-in); the log line is always redacted."""
@@ -495,6 +489,11 @@ def _ts_in_future(ts: float, now: float, ahead: float) -> str:
         f"ts_in_future: ts {ts!r} is {ts - now:.0f} s ahead of this worker's clock (at most {ahead:g} s allowed:"
         " the publisher's clock is wrong, or ts is not epoch seconds)"
     )
+
+
+def _reasserted(why: str, written: int, skipped: int) -> None:
+    metrics.REDIS_REASSERTED.labels(why, "written").inc(written)
+    metrics.REDIS_REASSERTED.labels(why, "skipped").inc(skipped)
 
 
 def _redis_error(exc: Exception, delay: float) -> None:

@@ -40,6 +40,11 @@ REDIS_WRITES = Counter(
     "coolant_redis_writes_total", "Materializer writes: written, or skipped (expired / a later entry exists).",
     ["kind", "result"], registry=REGISTRY,
 )
+REDIS_REASSERTED = Counter(
+    "coolant_redis_reasserted_total", "Cooldowns in force written again by the Redis repair (docs/input-bounds.md "
+    "K2), by why (start, redis restarted, redis reachable again, periodic) and result (written, skipped).",
+    ["why", "result"], registry=REGISTRY,
+)
 REDIS_ERRORS = Counter(
     "coolant_redis_errors_total", "Redis errors; the write is retried and the record not acknowledged.",
     registry=REGISTRY,

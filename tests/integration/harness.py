@@ -39,6 +39,9 @@ ROOT = Path(__file__).resolve().parents[2]
 T0 = 1_800_000_000.0
 """Jan 2027: in the future, so the Redis writer (which skips cooldowns already over) writes every one."""
 
+FUTURE_TRAFFIC_ALLOWANCE = "1e9"
+"""The workers' --max-ts-ahead: T0 traffic is ahead of the clock (about 31 years of allowance)."""
+
 T = TypeVar("T")
 
 # Faust reads these from the environment and lets them override what `coolant worker` passes; a stray one in
@@ -500,6 +503,9 @@ class Worker:
             "--web-port", str(self.web_port),
             "--partitions", str(partitions),
             "-l", loglevel or os.environ.get("COOLANT_IT_LOGLEVEL", "warning"),
+            # T0 traffic is dated 2027-01, ahead of the clock on purpose (so the Redis writer writes every cooldown);
+            # B6 (docs/input-bounds.md) would dead-letter it. A test that checks B6 passes its own value after this.
+            "--max-ts-ahead", FUTURE_TRAFFIC_ALLOWANCE,
         ]
         if redis_url is None:
             self.cmd.append("--no-materialize")

@@ -12,6 +12,7 @@ decided: their cooldowns are on the topic only once every earlier record of ever
 from __future__ import annotations
 
 import asyncio
+import base64
 import time
 from typing import Any
 
@@ -149,7 +150,7 @@ async def test_bad_input_goes_to_deadletter(case: Case, kafka_bootstrap: str) ->
     dead = {}
     for msg in await read_topic(kafka_bootstrap, case.deadletter):
         d = orjson.loads(msg.value)
-        assert set(d) == {"error", "topic", "partition", "offset", "raw"}, d
+        assert set(d) - {"raw_encoding"} == {"error", "topic", "partition", "offset", "raw", "raw_size"}, d
         dead[d["partition"], d["offset"]] = (msg.key, d)
     assert len(dead) == len(bad), f"{len(dead)} dead letters for {len(bad)} bad records: {list(dead.values())}"
     for name, (key, raw) in bad.items():
@@ -157,7 +158,8 @@ async def test_bad_input_goes_to_deadletter(case: Case, kafka_bootstrap: str) ->
         dl_key, d = dead[where[name]]
         assert d["topic"] == case.outcomes
         assert isinstance(d["error"], str) and d["error"], d
-        assert d["raw"] == raw.decode("utf-8", errors="backslashreplace"), (name, d["raw"])
+        kept = base64.b64decode(d["raw"]) if d.get("raw_encoding") == "base64" else d["raw"].encode()
+        assert kept == raw and d["raw_size"] == len(raw), (name, d)  # B7: byte for byte (base64 if not UTF-8)
         assert (dl_key or b"") == key, (name, dl_key)
     assert "schema" in dead[where["health on outcomes"]][1]["error"]
     assert "schema" in dead[where["unknown schema"]][1]["error"]
