@@ -29,6 +29,7 @@ from coolant.processors.policy import (
     CATEGORIES,
     POLICY_KEY_SUFFIX,
     Backoff,
+    Quota,
     DeploymentEntry,
     Options,
     Policy,
@@ -489,6 +490,7 @@ _COOLANT_KEYS = (
     "backoff",
     "max_ejection_percent",
     "max_cooldown_time",
+    "quota",
     "thresholds",
     "topic_prefix",
     "kafka",
@@ -512,7 +514,7 @@ def _read_backoff(r: _Reader, raw: Any) -> Backoff | None:
         return None
     if not isinstance(raw, Mapping):
         r.fail("coolant.backoff", f"must be a map ({{}} for the defaults) or null, got {_show(raw)}")
-    r.known_keys(raw, "coolant.backoff", ("base", "factor", "max", "reset_after"))
+    r.known_keys(raw, "coolant.backoff", ("base", "factor", "max", "reset_after", "probation"))
     d = Backoff()
     k = "coolant.backoff."
     base = r.number(raw.get("base", d.base), k + "base", "must be a number > 0", lambda x: x > 0)
@@ -521,7 +523,23 @@ def _read_backoff(r: _Reader, raw: Any) -> Backoff | None:
     reset = r.number(
         raw.get("reset_after", d.reset_after), k + "reset_after", "must be a number >= 0", lambda x: x >= 0
     )
-    return Backoff(base=base, factor=factor, max=cap, reset_after=reset)
+    probation = r.boolean(raw.get("probation", d.probation), k + "probation")
+    return Backoff(base=base, factor=factor, max=cap, reset_after=reset, probation=probation)
+
+
+def _read_quota(r: _Reader, raw: Any) -> Quota | None:
+    """X6: `quota: {}` takes the defaults; null or absent is off."""
+    if raw is None:
+        return None
+    if not isinstance(raw, Mapping):
+        r.fail("coolant.quota", f"must be a map ({{}} for the defaults) or null, got {_show(raw)}")
+    r.known_keys(raw, "coolant.quota", ("requests_threshold", "tokens_per_request"))
+    d = Quota()
+    k = "coolant.quota."
+    threshold = r.integer(raw.get("requests_threshold", d.requests_threshold), k + "requests_threshold", 0)
+    tokens = raw.get("tokens_per_request", d.tokens_per_request)
+    per_request = None if tokens is None else r.integer(tokens, k + "tokens_per_request", 1)
+    return Quota(requests_threshold=threshold, tokens_per_request=per_request)
 
 
 def _read_options(r: _Reader, c: Mapping[Any, Any]) -> Options:
@@ -561,6 +579,7 @@ def _read_options(r: _Reader, c: Mapping[Any, Any]) -> Options:
             c.get("max_ejection_percent", d.max_ejection_percent), k + "max_ejection_percent", 1, 100
         ),
         max_cooldown_time=opt_seconds("max_cooldown_time", d.max_cooldown_time),
+        quota=_read_quota(r, c.get("quota")),
         failure_rate=r.number(
             thresholds.get("failure_rate", d.failure_rate),
             t + "failure_rate",

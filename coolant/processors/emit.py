@@ -30,10 +30,15 @@ def backoff_duration(b: Backoff, ps: PathState, ts: float, duration: float) -> t
     return max(duration, min(b.max, grown)), n
 
 
-def admit(o: Options, ps: PathState, ts: float, duration: float) -> tuple[float, float] | None:
-    """Backoff then E2 on the path state: (final duration, until), or None when absorbed."""
+def admit(
+    o: Options, ps: PathState, ts: float, duration: float, *, backoff: bool = True
+) -> tuple[float, float] | None:
+    """Backoff then E2 on the path state: (final duration, until), or None when absorbed.
+
+    `backoff=False` for durations the provider announced (X6), which backoff must not lengthen.
+    """
     streak = ps.streak
-    if o.backoff is not None:
+    if backoff and o.backoff is not None:
         duration, streak = backoff_duration(o.backoff, ps, ts, duration)
     until = ts + duration  # E1: computed once, in doubles
     if o.recool == "extend" and ps.end is not None and until <= ps.end:

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from coolant.processors import ejection, windows
+from coolant.processors import ejection, quota, windows
 from coolant.processors.categories import exception_name
 from coolant.processors.decide import Candidate, Failure, decide, gate
 from coolant.processors.duration import request_duration, router_duration
@@ -85,7 +85,9 @@ def step_outcome(policy: Policy, ps: PathState, rec: Outcome) -> Step:
     else:
         cell[not ok] += 1
     if ok:
-        return COUNTED
+        if ps.probation:
+            ps.probation = False  # X7.2: a success ends probation
+        return COUNTED if o.quota is None else _quota_step(policy, ps, rec)
     failure = Failure(429, "RateLimitError", ts) if pre_call else Failure(
         rec.status_code, exception_name(rec.exception_type), ts
     )
@@ -100,8 +102,63 @@ def step_outcome(policy: Policy, ps: PathState, rec: Outcome) -> Step:
     start, s, f = windows.counts(ps, ts, width)
     verdict = decide(policy, entry, ps, failure, duration, Window(start, s, f))
     if isinstance(verdict, str):
-        return Step(verdict)
-    return _emit(o, entry, ps, verdict, rec, failure)
+        if not (verdict == "below_threshold" and ps.probation and _on_probation(o, ps, ts)):
+            return Step(verdict)
+        verdict = Candidate("probation", duration, Window(start, s, f))  # X7.3
+    step = _emit(o, entry, ps, verdict, rec, failure)
+    if step.cooldown is not None and o.backoff is not None and o.backoff.probation:
+        ps.probation = True  # X7.1
+    return step
+
+
+def _on_probation(o: Options, ps: PathState, ts: float) -> bool:
+    """X7.3: the backed-off cooldown has ended and its reset span has not."""
+    end = ps.end
+    return o.backoff is not None and end is not None and end <= ts < end + o.backoff.reset_after
+
+
+def _quota_step(policy: Policy, ps: PathState, rec: Outcome) -> Step:
+    """X6: a counted success whose announced budget is spent cools the deployment until the reset."""
+    o = policy.options
+    assert o.quota is not None
+    reset = quota.spent_reset(o.quota, rec)
+    if reset is None:
+        return COUNTED
+    entry = policy.registry.get(rec.deployment_id)
+    if entry is None:
+        return Step("unknown_deployment")
+    if policy.router.disable_cooldowns:
+        return Step("disabled")
+    if entry.wildcard:
+        return Step("wildcard")
+    if policy.lone(entry.model_group):
+        return Step("lone_exempt")
+    ts = rec.ts
+    if reset > 0:
+        cap = o.max_cooldown_time
+        duration = min(reset, cap) if cap is not None else reset
+    else:
+        duration = request_duration(policy, entry, rec.cooldown_time, None, ts)
+    if duration == 0:
+        return Step("zero_duration")
+    admitted = admit(o, ps, ts, duration, backoff=False)
+    if admitted is None:
+        return Step("absorbed")
+    start, s, f = windows.counts(ps, ts, o.slot_width)
+    final, until = admitted
+    cooldown = build(
+        entry,
+        Candidate("quota_exhausted", final, Window(start, s, f)),
+        final,
+        until,
+        trigger_schema=rec.schema,
+        trigger_event_id=rec.event_id,
+        ts=ts,
+        status=429,
+        name=None,
+        message=quota.message(rec),
+    )
+    return Step("cooled", cooldown)
 
 
 def step_health(policy: Policy, ps: PathState, rec: Health) -> Step:

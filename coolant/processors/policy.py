@@ -65,6 +65,18 @@ class Backoff:
     factor: float = 2.0
     max: float = 300.0
     reset_after: float = 300.0
+    probation: bool = False
+    """X7: after a backed-off cooldown ends, the first failure re-cools at once (next step)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Quota:
+    """X6 quota-aware cooldowns: cool a deployment whose provider announced its budget is spent."""
+
+    requests_threshold: int = 0
+    """Cool when the announced remaining requests are at or below this."""
+    tokens_per_request: int | None = None
+    """When set, also cool when the announced remaining tokens are below this estimate."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -81,6 +93,7 @@ class Options:
     backoff: Backoff | None = None
     max_ejection_percent: int = 100
     max_cooldown_time: float | None = None
+    quota: Quota | None = None
     failure_rate: float = 0.5
     min_requests: int = 5
     outage_min_requests: int = 1000

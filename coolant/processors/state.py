@@ -51,6 +51,8 @@ class PathState:
     """When the next discard pass (L3) is due: the start of the event-time minute after the last one."""
     probe: HealthState | None = None
     """Health path only: the latest probe's verdict (H1)."""
+    probation: bool = False
+    """X7: a backed-off cooldown was emitted and no success has been seen since."""
 
     def to_dict(self) -> dict[str, Any]:
         """Everything but `seen`, which the live shell stores separately, as JSON-able data."""
@@ -62,6 +64,7 @@ class PathState:
             "streak": self.streak,
             "gc_next": None if self.gc_next == NEG_INF else self.gc_next,
             "probe": None if self.probe is None else self.probe.to_dict(),
+            "probation": self.probation,
         }
 
     @classmethod
@@ -75,6 +78,7 @@ class PathState:
             {} if seen is None else seen,
             NEG_INF if d["gc_next"] is None else d["gc_next"],
             None if (p := d.get("probe")) is None else HealthState(p["is_healthy"], p["timestamp"], p["reason"]),
+            bool(d.get("probation", False)),
         )
 
 

@@ -10,8 +10,17 @@ from coolant.schemas.types import EventId
 
 COOLDOWN_SCHEMA = "coolant.cooldown/1"
 Reason = Literal[
-    "rate_limited", "failure_rate", "total_outage", "non_retryable", "allowed_fails", "health_check", "manual"
+    "rate_limited",
+    "failure_rate",
+    "total_outage",
+    "non_retryable",
+    "allowed_fails",
+    "health_check",
+    "manual",
+    "quota_exhausted",
+    "probation",
 ]
+"""`quota_exhausted` (X6) and `probation` (X7) come only from the opt-in extensions."""
 
 
 class Window(msgspec.Struct, frozen=True):

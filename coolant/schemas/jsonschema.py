@@ -82,6 +82,16 @@ RECORDS: dict[str, tuple[type[msgspec.Struct], str, str, str, dict[str, str], di
             "value is read as `request`.",
             "gateway": "Publisher / pod id.",
             "latency_ms": "Attempt latency in milliseconds.",
+            "ratelimit_remaining_requests": "Requests the provider said remain in the deployment's budget, from a "
+            "response's rate-limit headers (`x-ratelimit-remaining-requests`, "
+            "`anthropic-ratelimit-requests-remaining`); null when none was announced." + _INT,
+            "ratelimit_remaining_tokens": "Tokens the provider said remain (`x-ratelimit-remaining-tokens`, "
+            "`anthropic-ratelimit-tokens-remaining`); null when none was announced." + _INT,
+            "ratelimit_reset_requests": "Seconds after `ts` until the request budget refills (from "
+            "`x-ratelimit-reset-requests` such as `6m0s`, or `anthropic-ratelimit-requests-reset`, an RFC 3339 "
+            "time, minus the response time); null when none was announced.",
+            "ratelimit_reset_tokens": "Seconds after `ts` until the token budget refills; null when none was "
+            "announced.",
         },
         {"attempt": 0, "final": True, "source": "request"},
     ),

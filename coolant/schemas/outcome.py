@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import msgspec
 
-from coolant.schemas.types import EventId, Latency, NonNegativeInt, RecordDuration, StatusCode, Timestamp
+from coolant.schemas.types import Duration, EventId, Latency, NonNegativeInt, RecordDuration, StatusCode, Timestamp
 
 OUTCOME_SCHEMA = "coolant.outcome/1"
 
@@ -27,6 +27,11 @@ class Outcome(msgspec.Struct, frozen=True, tag_field="schema", tag=OUTCOME_SCHEM
     source: str | None = None
     gateway: str | None = None
     latency_ms: Latency | None = None
+    ratelimit_remaining_requests: NonNegativeInt | None = None
+    ratelimit_remaining_tokens: NonNegativeInt | None = None
+    ratelimit_reset_requests: Duration | None = None
+    ratelimit_reset_tokens: Duration | None = None
+    """The quota a successful response announced (X6): remaining budget, seconds after `ts` until it refills."""
 
     schema = OUTCOME_SCHEMA
 
