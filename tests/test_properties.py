@@ -44,6 +44,9 @@ PRESETS: dict[str, dict[str, Any]] = {
     "final_only": {"coolant": {"count_attempts": "final_only", "allowed_fails_window": 120}},
     "health": {"coolant": {"health": {"cooldown": True}}, "router_settings": {"cooldown_time": 7}},
     "ejection": {"coolant": {"max_ejection_percent": 50, "backoff": {"base": 2, "max": 60}}},
+    "quota": {"coolant": {"quota": {"requests_threshold": 1, "tokens_per_request": 500}, "backoff": {}}},
+    "quota_overwrite": {"coolant": {"quota": {}, "recool": "overwrite"}},
+    "probation": {"coolant": {"backoff": {"probation": True, "base": 2, "reset_after": 60}}},
     "tuned": {
         "coolant": {
             "thresholds": {"min_requests": 3, "failure_rate": 0.3, "outage_min_requests": 8},
@@ -83,8 +86,10 @@ class Case:
 
 
 @st.composite
-def topologies(draw: st.DrawFn) -> tuple[str, dict[str, Any], dict[str, str], frozenset[str]]:
-    preset = draw(st.sampled_from(sorted(PRESETS)))
+def topologies(
+    draw: st.DrawFn, presets: Sequence[str] = ()
+) -> tuple[str, dict[str, Any], dict[str, str], frozenset[str]]:
+    preset = draw(st.sampled_from(sorted(presets or PRESETS)))
     n_groups = draw(st.integers(1, 3))
     groups = draw(st.lists(st.sampled_from(GROUP_NAMES), min_size=n_groups, max_size=n_groups, unique=True))
     n_deps = draw(st.integers(1, 5))
@@ -110,8 +115,8 @@ def topologies(draw: st.DrawFn) -> tuple[str, dict[str, Any], dict[str, str], fr
 
 
 @st.composite
-def cases(draw: st.DrawFn, max_records: int = 60) -> Case:
-    preset, config, members, with_policy = draw(topologies())
+def cases(draw: st.DrawFn, max_records: int = 60, presets: Sequence[str] = ()) -> Case:
+    preset, config, members, with_policy = draw(topologies(presets))
     deps = sorted(members)
     n = draw(st.integers(1, max_records))
     t = T0 + draw(st.integers(0, 59))
@@ -167,6 +172,11 @@ def cases(draw: st.DrawFn, max_records: int = 60) -> Case:
             d["attempt"] = attempt
             d["final"] = attempt == 0 or draw(st.booleans())
             d["gateway"] = draw(st.sampled_from(["gw-a", "gw-b", "gw-c"]))
+            if ok and draw(st.integers(0, 3)) == 0:  # the quota a response announced (X6)
+                d["ratelimit_remaining_requests"] = draw(st.sampled_from([None, 0, 1, 2, 40]))
+                d["ratelimit_reset_requests"] = draw(st.sampled_from([None, 0, 0.5, 6, 90]))
+                d["ratelimit_remaining_tokens"] = draw(st.sampled_from([None, 0, 300, 9000]))
+                d["ratelimit_reset_tokens"] = draw(st.sampled_from([None, 2, 30]))
             if draw(st.integers(0, 5)) == 0:
                 d["exception_message"] = draw(st.sampled_from(["boom", "x" * 70, "é" * 1100]))
         rec = schemas.from_dict(d)
@@ -217,6 +227,34 @@ def test_recool_extend_never_shortens(case: Case) -> None:
         if key in latest:
             assert cd.until > latest[key], f"{key}: until {cd.until} does not extend {latest[key]}"
         latest[key] = cd.until
+
+
+@SETTINGS
+@given(cases(presets=("quota", "quota_overwrite")))
+def test_quota_cooldowns_never_shorten_one_in_force(case: Case) -> None:
+    """X6.5: a quota cooldown ends after every cooldown in force on its deployment, whatever `recool` says."""
+    in_force: dict[str, float] = {}
+    for step in run(case.policy, case.records):
+        cd = step.cooldown
+        if cd is None:
+            continue
+        if cd.reason == "quota_exhausted":
+            assert cd.until > in_force.get(cd.deployment_id, float("-inf")), cooldown_json(cd)
+        if cd.reason != "health_check":
+            in_force[cd.deployment_id] = max(in_force.get(cd.deployment_id, float("-inf")), cd.until)
+
+
+@SETTINGS
+@given(cases(presets=("probation",)))
+def test_probation_never_cools_after_a_success(case: Case) -> None:
+    """X7.2: a probation cooldown never follows a counted success of the same deployment."""
+    last_ok: dict[str, bool] = {}
+    for rec, step in zip(case.records, run(case.policy, case.records), strict=True):
+        if not isinstance(rec, schemas.Outcome) or step.disposition in ("late", "duplicate", "ignored"):
+            continue
+        if step.cooldown is not None and step.cooldown.reason == "probation":
+            assert last_ok.get(rec.deployment_id) is False, cooldown_json(step.cooldown)
+        last_ok[rec.deployment_id] = rec.ok
 
 
 @SETTINGS

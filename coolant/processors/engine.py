@@ -141,8 +141,9 @@ def _quota_step(policy: Policy, ps: PathState, rec: Outcome) -> Step:
         duration = request_duration(policy, entry, rec.cooldown_time, None, ts)
     if duration == 0:
         return Step("zero_duration")
-    admitted = admit(o, ps, ts, duration, backoff=False)
-    if admitted is None:
+    end = ps.end
+    admitted = None if end is not None and ts + duration <= end else admit(o, ps, ts, duration, backoff=False)
+    if admitted is None:  # never shorter than the cooldown in force, even with `recool: overwrite`
         return Step("absorbed")
     start, s, f = windows.counts(ps, ts, o.slot_width)
     final, until = admitted

@@ -47,6 +47,8 @@ VECTORS = [
     V("QV10", 2, {**QUOTA, "co.max_cooldown_time": 60}, None, [spent(0, 3600)], [qe(60)], "X6.4 with X4"),
     V("QV11", 2, QUOTA, None, [fail(429, ra="60", at=30), spent(0, 10, at=31), spent(0, 100, at=32)],
       [cool("rate_limited", 60), no("absorbed"), qe(100, until=132)], "X6.5: E2, never shorter"),
+    V("QV17", 2, {**QUOTA, "co.recool": "overwrite"}, None, [fail(429, ra="60", at=30), spent(0, 10, at=31)],
+      [cool("rate_limited", 60), no("absorbed")], "X6.5: never shorter, even with recool overwrite"),
     V("QV12", 2, {**QUOTA, "rs.disable_cooldowns": True}, None, [spent(0, 12)], [no("disabled")], "X6.3"),
     V("QV13", 2, {**QUOTA, "group": "openai/*"}, None, [spent(0, 12)], [no("wildcard")], "X6.3"),
     V("QV14", 2, {"co.quota": {"tokens_per_request": 100}}, None,
