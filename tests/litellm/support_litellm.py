@@ -28,6 +28,13 @@ GOOD_KEY = "sk-good"
 BAD_KEY = "sk-broken"
 RETRY_AFTER = "17"
 LONG_MESSAGE = "upstream exploded: " + "x" * 5000
+QUOTA_HEADERS = {  # what OpenAI sends on a success when the key's budget is spent
+    "x-ratelimit-limit-requests": "15",
+    "x-ratelimit-remaining-requests": "0",
+    "x-ratelimit-reset-requests": "6m0s",
+    "x-ratelimit-remaining-tokens": "149984",
+    "x-ratelimit-reset-tokens": "6ms",
+}
 
 
 def _chat(model: str) -> dict[str, Any]:
@@ -50,7 +57,7 @@ class FakeOpenAI:
     """The OpenAI chat completions API on 127.0.0.1, on a thread of its own (serves sync and async callers).
 
     A deployment picks its behaviour with its `api_base`, `http://127.0.0.1:<port>/<mode>/v1`:
-    `ok` (200), `rl` (429 with `Retry-After: 17`), `err` (500), `long` (500 with a 5,000-character message).
+    `ok` (200), `quota` (200 announcing a spent budget: `QUOTA_HEADERS`), `rl` (429 with `Retry-After: 17`), `err` (500), `long` (500 with a 5,000-character message).
     Any key but `sk-good` gets a 401, whatever the mode (a broken deployment). `calls` counts (mode, status).
     """
 
@@ -71,6 +78,8 @@ class FakeOpenAI:
             response = _error(401, "Incorrect API key provided: sk-brok****oken.", "invalid_request_error")
         elif mode == "ok":
             response = web.json_response(_chat(str(body.get("model"))))
+        elif mode == "quota":
+            response = web.json_response(_chat(str(body.get("model"))), headers=QUOTA_HEADERS)
         elif mode == "rl":
             response = _error(429, "Rate limit reached for requests", "requests", **{"Retry-After": RETRY_AFTER})
         elif mode == "long":
