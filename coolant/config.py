@@ -29,10 +29,10 @@ from coolant.processors.policy import (
     CATEGORIES,
     POLICY_KEY_SUFFIX,
     Backoff,
-    Quota,
     DeploymentEntry,
     Options,
     Policy,
+    Quota,
     Registry,
     RouterSettings,
 )

@@ -57,7 +57,8 @@ class FakeOpenAI:
     """The OpenAI chat completions API on 127.0.0.1, on a thread of its own (serves sync and async callers).
 
     A deployment picks its behaviour with its `api_base`, `http://127.0.0.1:<port>/<mode>/v1`:
-    `ok` (200), `quota` (200 announcing a spent budget: `QUOTA_HEADERS`), `rl` (429 with `Retry-After: 17`), `err` (500), `long` (500 with a 5,000-character message).
+    `ok` (200), `quota` (200 announcing a spent budget: `QUOTA_HEADERS`), `rl` (429 with `Retry-After: 17`),
+    `err` (500), `long` (500 with a 5,000-character message).
     Any key but `sk-good` gets a 401, whatever the mode (a broken deployment). `calls` counts (mode, status).
     """
 
