@@ -39,7 +39,7 @@ from typing import Any, BinaryIO, Literal
 import yaml
 
 from coolant.processors import Engine, Policy
-from coolant.schemas import Cooldown, Outcome, encode
+from coolant.schemas import Cooldown, Outcome, RateLimit, encode
 
 __all__ = [
     "DEFAULT_START_TS",
@@ -50,6 +50,7 @@ __all__ = [
     "EngineCooldowns",
     "Fault",
     "Group",
+    "PodEngineCooldowns",
     "ProviderKey",
     "Scenario",
     "Schedule",
@@ -58,6 +59,7 @@ __all__ = [
     "litellm_config",
     "main",
     "s1",
+    "s2_sparse",
     "schedule_of",
     "simulate",
     "write_litellm_config",
@@ -101,6 +103,9 @@ class ProviderKey:
     retry_after: str | None = "30"
     api_key_env: str = "GEMINI_API_KEY"
     """Written as `api_key: os.environ/<api_key_env>` (never resolved)."""
+    announce_quota: bool = False
+    """Successes carry the budget left, as OpenAI's and Anthropic's rate-limit headers do (X6): the
+    requests the window still admits and the seconds until its oldest admitted request leaves it."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -217,7 +222,34 @@ def s1(**changes: Any) -> Scenario:
     return replace(scenario, **changes)
 
 
-SCENARIOS: dict[str, Callable[..., Scenario]] = {"s1": s1}
+def s2_sparse(**changes: Any) -> Scenario:
+    """Scenario S2 at low traffic: 10 pods x 3 requests a minute over 3 deployments of one group, V2 rules.
+
+    Each pod sees too few requests a minute for the "5 requests, > 50 % failed" rule, so LiteLLM's
+    per-process counting never cools a dead deployment; `faults` kills one (`Fault.outage`).
+    Round-robin, no retries: every attempt on the dead deployment is a failed request.
+    """
+    keys = tuple(
+        ProviderKey(f"gpt4o-{region}", "openai/gpt-4o", rpm=10_000, retry_after=None, api_key_env=f"OPENAI_KEY_{i}")
+        for i, region in enumerate(("eu", "us", "asia"))
+    )
+    scenario = Scenario(
+        name="s2-sparse",
+        groups=(Group("gpt-4o", keys),),
+        pods=tuple(f"litellm-{i}" for i in range(10)),
+        agents=None,
+        background=BackgroundLoad(requests_per_minute=30.0, group="gpt-4o"),
+        faults=(Fault.outage("gpt4o-eu", 0.0, 1e9),),
+        num_retries=0,
+        routing="round-robin",
+        success_latency_s=(0.5, 1.5),
+        cooldown_time=5,
+        allowed_fails=None,
+    )
+    return replace(scenario, **changes)
+
+
+SCENARIOS: dict[str, Callable[..., Scenario]] = {"s1": s1, "s2-sparse": s2_sparse}
 
 
 # --------------------------------------------------------------------------------------------
@@ -281,6 +313,37 @@ class EngineCooldowns:
         return ts < self._until.get(deployment_id, -math.inf)
 
 
+class PodEngineCooldowns:
+    """LiteLLM alone: every pod decides from its own attempts only, and skips only what it cooled itself.
+
+    One policy engine per pod, fed that pod's records (the compatible profile models LiteLLM's own
+    per-process rules, up to the deliberate differences D1-D6). `simulate` asks `cooled_on(pod, ...)`.
+    """
+
+    def __init__(self, policy: Policy) -> None:
+        self.policy = policy
+        self.pods: dict[str, EngineCooldowns] = {}
+        self.cooldowns: list[Cooldown] = []
+
+    def _pod(self, pod: str) -> EngineCooldowns:
+        engine = self.pods.get(pod)
+        if engine is None:
+            engine = self.pods[pod] = EngineCooldowns(self.policy)
+        return engine
+
+    def observe(self, rec: Outcome) -> None:
+        engine = self._pod(rec.gateway or "")
+        before = len(engine.cooldowns)
+        engine.observe(rec)
+        self.cooldowns.extend(engine.cooldowns[before:])
+
+    def cooled_on(self, pod: str, deployment_id: str, ts: float) -> bool:
+        return self._pod(pod)(deployment_id, ts)
+
+    def __call__(self, deployment_id: str, ts: float) -> bool:
+        return any(engine(deployment_id, ts) for engine in self.pods.values())
+
+
 def schedule_of(cooldowns: Sequence[Cooldown]) -> dict[str, list[tuple[float, float]]]:
     """The schedule (deployment_id -> [(ts, until), ...]) of a list of cooldown records."""
     out: dict[str, list[tuple[float, float]]] = {}
@@ -301,6 +364,8 @@ class SimStats:
     succeeded: int = 0
     failed: int = 0
     """Requests whose last attempt failed (the caller saw an error)."""
+    failed_by_status: Counter[int] = field(default_factory=Counter)
+    """Failed requests by the status of their last attempt (0: none)."""
     unroutable: int = 0
     """Requests for which every key of every tier was cooled: no attempt, no record."""
     attempts: Counter[tuple[str, int]] = field(default_factory=Counter)
@@ -334,6 +399,8 @@ class _Attempt:
     exception_type: str | None
     message: str | None
     retry_after: str | None
+    quota: tuple[int, float] | None = None
+    """(remaining requests, when the window frees its next slot) the provider announces on a success."""
 
 
 _FINISH, _ARRIVE, _SESSION, _BACKGROUND = 0, 1, 2, 3
@@ -372,6 +439,7 @@ def simulate(
     else:
         cooled = cooldown_aware
     observe: Callable[[Outcome], None] | None = getattr(cooled, "observe", None)
+    cooled_on: Callable[[str, str, float], bool] | None = getattr(cooled, "cooled_on", None)
     st = stats if stats is not None else SimStats()
 
     groups = {g.name: g for g in scenario.groups}
@@ -413,7 +481,12 @@ def simulate(
             free = [
                 k
                 for k in groups[name].keys
-                if k.deployment_id not in req.tried and not (cooled is not None and cooled(k.deployment_id, now))
+                if k.deployment_id not in req.tried
+                and not (
+                    cooled_on(req.pod, k.deployment_id, now)
+                    if cooled_on is not None
+                    else cooled is not None and cooled(k.deployment_id, now)
+                )
             ]
             if free:
                 turn = rotation[req.pod, name]
@@ -442,7 +515,8 @@ def simulate(
                 admitted.popleft()
             if len(admitted) < key.rpm:
                 admitted.append(now)
-                att = _Attempt(req, group, key, now, True, None, None, None, None)
+                quota = (key.rpm - len(admitted), admitted[0] + key.window_s) if key.announce_quota else None
+                att = _Attempt(req, group, key, now, True, None, None, None, None, quota)
                 latency = latency_rng.uniform(*scenario.success_latency_s)
             else:
                 att = _Attempt(req, group, key, now, False, 429, "RateLimitError", RATE_LIMIT_MESSAGE, key.retry_after)
@@ -492,6 +566,7 @@ def simulate(
                 target = route(req, now) if req.attempt < scenario.num_retries else None
                 if target is None:
                     st.failed += 1
+                    st.failed_by_status[att.status or 0] += 1
                 else:
                     final = False
             rec = Outcome(
@@ -508,6 +583,9 @@ def simulate(
                 final=final,
                 gateway=req.pod,
                 latency_ms=round((now - att.start) * 1000, 1),
+                ratelimit=None
+                if att.quota is None
+                else RateLimit(remaining_requests=att.quota[0], reset_requests=round(max(0.0, att.quota[1] - now), 3)),
             )
             if not final:
                 assert target is not None

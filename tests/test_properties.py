@@ -173,10 +173,12 @@ def cases(draw: st.DrawFn, max_records: int = 60, presets: Sequence[str] = ()) -
             d["final"] = attempt == 0 or draw(st.booleans())
             d["gateway"] = draw(st.sampled_from(["gw-a", "gw-b", "gw-c"]))
             if ok and draw(st.integers(0, 3)) == 0:  # the quota a response announced (X6)
-                d["ratelimit_remaining_requests"] = draw(st.sampled_from([None, 0, 1, 2, 40]))
-                d["ratelimit_reset_requests"] = draw(st.sampled_from([None, 0, 0.5, 6, 90]))
-                d["ratelimit_remaining_tokens"] = draw(st.sampled_from([None, 0, 300, 9000]))
-                d["ratelimit_reset_tokens"] = draw(st.sampled_from([None, 2, 30]))
+                d["ratelimit"] = {
+                    "remaining_requests": draw(st.sampled_from([None, 0, 1, 2, 40])),
+                    "reset_requests": draw(st.sampled_from([None, 0, 0.5, 6, 90])),
+                    "remaining_tokens": draw(st.sampled_from([None, 0, 300, 9000])),
+                    "reset_tokens": draw(st.sampled_from([None, 2, 30])),
+                }
             if draw(st.integers(0, 5)) == 0:
                 d["exception_message"] = draw(st.sampled_from(["boom", "x" * 70, "é" * 1100]))
         rec = schemas.from_dict(d)

@@ -1,4 +1,4 @@
-"""The quota a provider announces in its response headers, as the outcome's `ratelimit_*` fields (X6).
+"""The quota a provider announces in its response headers, as the outcome's `ratelimit` object (X6).
 
 Formats seen in the wild:
 - OpenAI and Azure OpenAI: `x-ratelimit-remaining-requests: 59`, `x-ratelimit-remaining-tokens: 149984`,
@@ -93,7 +93,7 @@ def parse_reset(value: str | None, now: float) -> float | None:
 
 
 def quota_fields(headers: Mapping[str, Any] | None, now: float) -> dict[str, Any]:
-    """The outcome's `ratelimit_*` fields that these response headers announce (only the ones present)."""
+    """The outcome's `ratelimit` object these response headers announce (only the keys present; {}: none)."""
     if not headers:
         return {}
     h = _lower(headers)
@@ -103,10 +103,10 @@ def quota_fields(headers: Mapping[str, Any] | None, now: float) -> dict[str, Any
             remaining = parse_count(h.get(remaining_name))
             if remaining is None:
                 continue
-            out[f"ratelimit_remaining_{what}"] = remaining
+            out[f"remaining_{what}"] = remaining
             reset = parse_reset(h.get(reset_name), now)
             if reset is not None:
-                out[f"ratelimit_reset_{what}"] = reset
+                out[f"reset_{what}"] = reset
             break
     return out
 

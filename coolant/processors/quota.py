@@ -13,18 +13,21 @@ from coolant.schemas import Outcome
 
 def spent_reset(q: Quota, rec: Outcome) -> float | None:
     """X6.2: None when no announced budget is spent; else the longest reset announced for a spent one (0.0: none)."""
+    rl = rec.ratelimit
+    if rl is None:
+        return None
     resets: list[float] = []
     spent = False
-    remaining = rec.ratelimit_remaining_requests
+    remaining = rl.remaining_requests
     if remaining is not None and remaining <= q.requests_threshold:
         spent = True
-        if rec.ratelimit_reset_requests is not None:
-            resets.append(rec.ratelimit_reset_requests)
-    tokens = rec.ratelimit_remaining_tokens
+        if rl.reset_requests is not None:
+            resets.append(rl.reset_requests)
+    tokens = rl.remaining_tokens
     if q.tokens_per_request is not None and tokens is not None and tokens < q.tokens_per_request:
         spent = True
-        if rec.ratelimit_reset_tokens is not None:
-            resets.append(rec.ratelimit_reset_tokens)
+        if rl.reset_tokens is not None:
+            resets.append(rl.reset_tokens)
     if not spent:
         return None
     return max(resets, default=0.0)
@@ -33,8 +36,9 @@ def spent_reset(q: Quota, rec: Outcome) -> float | None:
 def message(rec: Outcome) -> str:
     """The cooldown's `exception_received` source text (E4 masks it like any other)."""
     parts = []
-    if rec.ratelimit_remaining_requests is not None:
-        parts.append(f"remaining_requests={rec.ratelimit_remaining_requests}")
-    if rec.ratelimit_remaining_tokens is not None:
-        parts.append(f"remaining_tokens={rec.ratelimit_remaining_tokens}")
+    rl = rec.ratelimit
+    if rl is not None and rl.remaining_requests is not None:
+        parts.append(f"remaining_requests={rl.remaining_requests}")
+    if rl is not None and rl.remaining_tokens is not None:
+        parts.append(f"remaining_tokens={rl.remaining_tokens}")
     return "quota exhausted: " + " ".join(parts)

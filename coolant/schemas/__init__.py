@@ -5,7 +5,7 @@ from coolant.schemas.cooldown import COOLDOWN_SCHEMA, Cooldown, Reason, Window
 from coolant.schemas.deployment import DEPLOYMENT_SCHEMA, DeploymentRecord
 from coolant.schemas.errors import InvalidRecord
 from coolant.schemas.health import HEALTH_SCHEMA, Health
-from coolant.schemas.outcome import OUTCOME_SCHEMA, Outcome
+from coolant.schemas.outcome import OUTCOME_SCHEMA, Outcome, RateLimit
 from coolant.schemas.transition import TRANSITION_SCHEMA, HealthTransition
 
 __all__ = [
@@ -21,6 +21,7 @@ __all__ = [
     "InputRecord",
     "InvalidRecord",
     "Outcome",
+    "RateLimit",
     "Reason",
     "Record",
     "Window",

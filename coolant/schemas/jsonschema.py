@@ -82,16 +82,11 @@ RECORDS: dict[str, tuple[type[msgspec.Struct], str, str, str, dict[str, str], di
             "value is read as `request`.",
             "gateway": "Publisher / pod id.",
             "latency_ms": "Attempt latency in milliseconds.",
-            "ratelimit_remaining_requests": "Requests the provider said remain in the deployment's budget, from a "
-            "response's rate-limit headers (`x-ratelimit-remaining-requests`, "
-            "`anthropic-ratelimit-requests-remaining`); null when none was announced." + _INT,
-            "ratelimit_remaining_tokens": "Tokens the provider said remain (`x-ratelimit-remaining-tokens`, "
-            "`anthropic-ratelimit-tokens-remaining`); null when none was announced." + _INT,
-            "ratelimit_reset_requests": "Seconds after `ts` until the request budget refills (from "
-            "`x-ratelimit-reset-requests` such as `6m0s`, or `anthropic-ratelimit-requests-reset`, an RFC 3339 "
-            "time, minus the response time); null when none was announced.",
-            "ratelimit_reset_tokens": "Seconds after `ts` until the token budget refills; null when none was "
-            "announced.",
+            "ratelimit": "The quota a successful response announced (opt-in quota-aware cooldowns): "
+            "`remaining_requests` and `remaining_tokens` (integers; from `x-ratelimit-remaining-*` or "
+            "`anthropic-ratelimit-*-remaining`), `reset_requests` and `reset_tokens` (seconds after `ts` until the "
+            "budget refills: `x-ratelimit-reset-*` such as `6m0s`, or an `anthropic-ratelimit-*-reset` time minus "
+            "the response time); each key optional; null or absent when the response announced none.",
         },
         {"attempt": 0, "final": True, "source": "request"},
     ),
@@ -150,12 +145,27 @@ def file_name(name: str) -> str:
     return f"{name}.v{tag.rsplit('/', 1)[1]}.schema.json"
 
 
+def _inline(spec: Any, defs: dict[str, Any]) -> Any:
+    """Replace `$ref`s to nested objects (e.g. an outcome's `ratelimit`) by their definition, open to unknown keys."""
+    if isinstance(spec, list):
+        return [_inline(item, defs) for item in spec]
+    if not isinstance(spec, dict):
+        return spec
+    ref = spec.get("$ref")
+    if isinstance(ref, str):
+        nested = dict(defs[ref.rsplit("/", 1)[1]])
+        nested.pop("title", None)
+        props = {k: {key: v for key, v in _inline(p, defs).items() if key != "default"}
+                 for k, p in nested.get("properties", {}).items()}
+        return {**nested, "properties": props, "additionalProperties": True}
+    return {k: _inline(v, defs) for k, v in spec.items()}
+
+
 def _schema(name: str) -> dict[str, Any]:
     cls, tag, title, description, docs, defaults = RECORDS[name]
     raw = msgspec.json.schema(cls)
-    body = raw["$defs"][raw["$ref"].rsplit("/", 1)[1]]
-    if set(raw["$defs"]) != {cls.__name__}:
-        raise RuntimeError(f"{cls.__name__}: nested record types are not supported by this generator")
+    defs = raw["$defs"]
+    body = defs[raw["$ref"].rsplit("/", 1)[1]]
     missing = set(body["properties"]) ^ set(docs)
     if missing:
         raise RuntimeError(f"{cls.__name__}: fields and contract descriptions differ: {sorted(missing)}")
@@ -165,7 +175,7 @@ def _schema(name: str) -> dict[str, Any]:
         if field == "schema":
             spec = {"const": tag}
         spec.pop("default", None)
-        out = {"description": docs[field], **spec}
+        out = {"description": docs[field], **_inline(spec, defs)}
         if field in defaults:
             out["default"] = defaults[field]
         properties[field] = out

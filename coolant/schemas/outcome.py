@@ -9,6 +9,15 @@ from coolant.schemas.types import Duration, EventId, Latency, NonNegativeInt, Re
 OUTCOME_SCHEMA = "coolant.outcome/1"
 
 
+class RateLimit(msgspec.Struct, frozen=True, omit_defaults=True):
+    """A provider's announced budget: what remains, and seconds after the record's `ts` until it refills."""
+
+    remaining_requests: NonNegativeInt | None = None
+    remaining_tokens: NonNegativeInt | None = None
+    reset_requests: Duration | None = None
+    reset_tokens: Duration | None = None
+
+
 class Outcome(msgspec.Struct, frozen=True, tag_field="schema", tag=OUTCOME_SCHEMA):
     """Optional fields given as null mean "absent"; `final`/`attempt`/`source` defaults live in the properties."""
 
@@ -27,11 +36,8 @@ class Outcome(msgspec.Struct, frozen=True, tag_field="schema", tag=OUTCOME_SCHEM
     source: str | None = None
     gateway: str | None = None
     latency_ms: Latency | None = None
-    ratelimit_remaining_requests: NonNegativeInt | None = None
-    ratelimit_remaining_tokens: NonNegativeInt | None = None
-    ratelimit_reset_requests: Duration | None = None
-    ratelimit_reset_tokens: Duration | None = None
-    """The quota a successful response announced (X6): remaining budget, seconds after `ts` until it refills."""
+    ratelimit: RateLimit | None = None
+    """The quota a successful response announced (X6); null when it announced none."""
 
     schema = OUTCOME_SCHEMA
 

@@ -33,10 +33,10 @@ def test_openai_headers_as_litellm_keeps_them() -> None:
         "llm_provider-openai-processing-ms": "212",
     }
     assert quota_fields(headers, NOW) == {
-        "ratelimit_remaining_requests": 0,
-        "ratelimit_reset_requests": 360.0,
-        "ratelimit_remaining_tokens": 149984,
-        "ratelimit_reset_tokens": 0.006,
+        "remaining_requests": 0,
+        "reset_requests": 360.0,
+        "remaining_tokens": 149984,
+        "reset_tokens": 0.006,
     }
 
 
@@ -49,16 +49,16 @@ def test_anthropic_headers_rfc3339_reset() -> None:
         "llm_provider-anthropic-ratelimit-tokens-reset": "2026-12-01T12:00:01.500000+00:00",
     }
     assert quota_fields(headers, NOW) == {
-        "ratelimit_remaining_requests": 0,
-        "ratelimit_reset_requests": 30.0,
-        "ratelimit_remaining_tokens": 12000,
-        "ratelimit_reset_tokens": 1.5,
+        "remaining_requests": 0,
+        "reset_requests": 30.0,
+        "remaining_tokens": 12000,
+        "reset_tokens": 1.5,
     }
 
 
 def test_azure_headers_without_reset_and_case_insensitive() -> None:
     headers = {"X-RateLimit-Remaining-Requests": "3", "X-RateLimit-Remaining-Tokens": "800"}
-    assert quota_fields(headers, NOW) == {"ratelimit_remaining_requests": 3, "ratelimit_remaining_tokens": 800}
+    assert quota_fields(headers, NOW) == {"remaining_requests": 3, "remaining_tokens": 800}
 
 
 def test_garbage_is_left_out() -> None:
@@ -68,7 +68,7 @@ def test_garbage_is_left_out() -> None:
         "anthropic-ratelimit-requests-remaining": "2",
         "anthropic-ratelimit-requests-reset": "2026-12-01T12:00:30",  # no offset: ambiguous
     }
-    assert quota_fields(headers, NOW) == {"ratelimit_remaining_requests": 2}
+    assert quota_fields(headers, NOW) == {"remaining_requests": 2}
     assert parse_reset("2026-12-01T11:59:00Z", NOW) == 0.0  # a past refill is "now"
     assert quota_fields(None, NOW) == {} and quota_fields({}, NOW) == {}
     assert quota_fields({"x-ratelimit-remaining-requests": True}, NOW) == {}

@@ -36,10 +36,10 @@ async def test_router_response_keeps_the_quota_headers(fake: FakeOpenAI) -> None
     assert headers.get("x-ratelimit-remaining-requests") == "0"
     assert headers.get("llm_provider-x-ratelimit-reset-requests") == "6m0s"
     assert quota_fields(headers, time.time()) == {
-        "ratelimit_remaining_requests": 0,
-        "ratelimit_reset_requests": 360.0,
-        "ratelimit_remaining_tokens": 149984,
-        "ratelimit_reset_tokens": 0.006,
+        "remaining_requests": 0,
+        "reset_requests": 360.0,
+        "remaining_tokens": 149984,
+        "reset_tokens": 0.006,
     }
 
 

@@ -16,7 +16,7 @@ FB = {"rs.fallbacks": [{"g": ["h"]}]}
 
 def spent(requests: int | None = 0, reset: float | None = None, **kw):
     """A success whose response announced `requests` remaining, refilling `reset` seconds later."""
-    return success(ratelimit_remaining_requests=requests, ratelimit_reset_requests=reset, **kw)
+    return success(ratelimit={"remaining_requests": requests, "reset_requests": reset}, **kw)
 
 
 def qe(d, text: str = "quota exhausted: remaining_requests=0", **kw):
@@ -37,8 +37,8 @@ VECTORS = [
     V("QV4", 2, {"co.quota": {"requests_threshold": 2}}, None, [spent(2, 30), spent(3, 30)],
       [qe(30, "quota exhausted: remaining_requests=2"), no("counted")], "X6.2 threshold"),
     V("QV5", 2, {"co.quota": {"tokens_per_request": 1000}}, None,
-      [success(ratelimit_remaining_tokens=500, ratelimit_reset_tokens=7.5),
-       success(ratelimit_remaining_tokens=1500, ratelimit_reset_tokens=7.5, at=40)],
+      [success(ratelimit={"remaining_tokens": 500, "reset_tokens": 7.5}),
+       success(ratelimit={"remaining_tokens": 1500, "reset_tokens": 7.5}, at=40)],
       [qe(7.5, "quota exhausted: remaining_tokens=500"), no("counted")], "X6.2 tokens"),
     V("QV6", 2, QUOTA, None, [spent(0, None)], [qe(5)], "X6.4: no reset announced, T4"),
     V("QV7", 2, {**QUOTA, "rs.cooldown_time": 12}, None, [spent(0, 0)], [qe(12)], "X6.4: reset 0 is none, T3"),
@@ -52,8 +52,7 @@ VECTORS = [
     V("QV12", 2, {**QUOTA, "rs.disable_cooldowns": True}, None, [spent(0, 12)], [no("disabled")], "X6.3"),
     V("QV13", 2, {**QUOTA, "group": "openai/*"}, None, [spent(0, 12)], [no("wildcard")], "X6.3"),
     V("QV14", 2, {"co.quota": {"tokens_per_request": 100}}, None,
-      [success(ratelimit_remaining_requests=0, ratelimit_reset_requests=5,
-               ratelimit_remaining_tokens=10, ratelimit_reset_tokens=20)],
+      [success(ratelimit={"remaining_requests": 0, "reset_requests": 5, "remaining_tokens": 10, "reset_tokens": 20})],
       [qe(20, "quota exhausted: remaining_requests=0 remaining_tokens=10")], "X6.4: the longest spent reset"),
     V("QV15", 2, {**QUOTA, "co.backoff": {}}, None, [spent(0, 3, at=30), spent(0, 3, at=40)],
       [qe(3), qe(3)], "X6.5: backoff never lengthens an announced reset"),
