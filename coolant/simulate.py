@@ -105,7 +105,8 @@ class ProviderKey:
     """Written as `api_key: os.environ/<api_key_env>` (never resolved)."""
     announce_quota: bool = False
     """Successes carry the budget left, as OpenAI's and Anthropic's rate-limit headers do (X6): the
-    requests the window still admits and the seconds until its oldest admitted request leaves it."""
+    requests the window still admits, and the seconds until it is fully replenished (the providers'
+    meaning of "reset": when the request just admitted leaves the window)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -400,7 +401,7 @@ class _Attempt:
     message: str | None
     retry_after: str | None
     quota: tuple[int, float] | None = None
-    """(remaining requests, when the window frees its next slot) the provider announces on a success."""
+    """(remaining requests, when the window is fully replenished) the provider announces on a success."""
 
 
 _FINISH, _ARRIVE, _SESSION, _BACKGROUND = 0, 1, 2, 3
@@ -515,7 +516,7 @@ def simulate(
                 admitted.popleft()
             if len(admitted) < key.rpm:
                 admitted.append(now)
-                quota = (key.rpm - len(admitted), admitted[0] + key.window_s) if key.announce_quota else None
+                quota = (key.rpm - len(admitted), now + key.window_s) if key.announce_quota else None
                 att = _Attempt(req, group, key, now, True, None, None, None, None, quota)
                 latency = latency_rng.uniform(*scenario.success_latency_s)
             else:

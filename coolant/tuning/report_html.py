@@ -32,6 +32,8 @@ REASON_COLORS = {
     "allowed_fails": "#0072b2",
     "health_check": "#009e73",
     "manual": "#666666",
+    "quota_exhausted": "#56b4e9",
+    "probation": "#f0e442",
 }
 SUCCESS = "#5aa469"
 FAILURE = "#d1495b"
