@@ -76,6 +76,15 @@ def failure(status: int, dep: str = "g0-0", n: int = 0, **fields: Any) -> Outcom
     return rec
 
 
+def spent(dep: str = "g0-0", remaining: int = 0, **fields: Any) -> Outcome:
+    """A success whose response announced `remaining` requests left, refilling 30 s later (X6)."""
+    rec = schemas.from_dict({"schema": schemas.OUTCOME_SCHEMA, "event_id": "s0", "ts": T0, "deployment_id": dep,
+                             "model_group": dep.split("-")[0], "ok": True,
+                             "ratelimit": {"remaining_requests": remaining, "reset_requests": 30}, **fields})
+    assert isinstance(rec, Outcome)
+    return rec
+
+
 @pytest.mark.parametrize(("policy", "rec", "cools"), [
     (policy_of(), failure(429, exception_type="RateLimitError"), True),            # V2.1 on a group of 3
     (policy_of(sizes=(1,)), failure(429, exception_type="RateLimitError"), False),  # a lone 429: the window
@@ -92,6 +101,11 @@ def failure(status: int, dep: str = "g0-0", n: int = 0, **fields: Any) -> Outcom
     (policy_of(coolant={"max_ejection_percent": 50}), failure(429), False),         # X3: the fleet's cooldowns
     (policy_of(), failure(429, dep="dx-0"), False),                                 # R6: unknown deployment
     (policy_of(cooldown_time=0), failure(429), False),                              # G5
+    (policy_of(coolant={"quota": {}}), spent(), True),                              # X6: the record announces it
+    (policy_of(coolant={"quota": {}}), spent(remaining=3), False),                  # budget left
+    (policy_of(), spent(), False),                                                  # X6 is opt-in
+    (policy_of(coolant={"quota": {}}, sizes=(1,)), spent(), False),                 # X6.3 lone
+    (policy_of(coolant={"quota": {}, "backoff": {}}), spent(), False),              # fleet-dependent options
 ])
 def test_which_records_a_pod_decides_alone(policy: Policy, rec: Outcome, cools: bool) -> None:
     assert (prefetch(policy, rec) is not None) is cools

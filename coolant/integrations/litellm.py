@@ -72,10 +72,11 @@ import redis.asyncio as redis_asyncio
 from litellm.integrations.custom_logger import CustomLogger
 
 from coolant.integrations.litellm_cooldowns import CooldownFeed, LocalCooldowns, local_cooldowns
+from coolant.integrations.ratelimit_headers import logged_headers, quota_fields
 from coolant.processors.policy import Policy
 from coolant.processors.prefetch import prefetch
 from coolant.publish import Publisher, SyncPublisher
-from coolant.schemas import Cooldown, Outcome
+from coolant.schemas import Cooldown, Outcome, RateLimit
 from coolant.streams.materializer import RedisSink
 
 __all__ = [
@@ -357,6 +358,7 @@ def build_outcome(
     else:
         final = None
     failure = exc if not ok and isinstance(exc, BaseException) else None
+    quota = quota_fields(logged_headers(kwargs), ts) if ok else {}
     return Outcome(
         event_id=_event_id(kwargs, deployment_id, retry, hop, start),
         ts=ts,
@@ -372,6 +374,7 @@ def build_outcome(
         final=final,
         gateway=gateway,
         latency_ms=round(max(0.0, end - start) * 1000.0, 3) if start is not None and end is not None else None,
+        ratelimit=RateLimit(**quota) if quota else None,
     )
 
 
@@ -477,7 +480,9 @@ class CoolantCallback(CustomLogger):
     # -- LiteLLM's hooks: sync requests (Router.completion) --
 
     def log_success_event(self, kwargs: Any, response_obj: Any, start_time: Any, end_time: Any) -> None:
-        self._handle(kwargs, start_time, end_time, True, self._sync_sink)
+        record = self._handle(kwargs, start_time, end_time, True, self._sync_sink)
+        if record is not None and record.ratelimit is not None and self._cool_here(record) is not None:
+            self._count("unwritten")  # no event loop of ours here: the worker writes Redis
 
     def log_failure_event(self, kwargs: Any, response_obj: Any, start_time: Any, end_time: Any) -> None:
         record = self._handle(kwargs, start_time, end_time, False, self._sync_sink)
@@ -536,7 +541,7 @@ class CoolantCallback(CustomLogger):
     def _cool_here(self, record: Outcome) -> Cooldown | None:
         """The fast path: a cooldown this record alone decides, applied to this pod's routers at once."""
         fast = self._fast_config()
-        if fast is None or fast.policy is None or record.ok:
+        if fast is None or fast.policy is None or (record.ok and record.ratelimit is None):
             return None
         cd = prefetch(fast.policy, record)
         if cd is None:
@@ -744,7 +749,7 @@ class CoolantCallback(CustomLogger):
             self._failed()
             return
         record = self._handle(kwargs, start_time, end_time, ok, lambda: sink)
-        if record is None or ok:
+        if record is None or (ok and record.ratelimit is None):  # a success cools only by X6 quota
             return
         try:
             cd = self._cool_here(record)

@@ -6,7 +6,9 @@ Formats seen in the wild:
 - Anthropic: `anthropic-ratelimit-requests-remaining: 49`, `anthropic-ratelimit-tokens-remaining`, and
   `anthropic-ratelimit-requests-reset: 2026-12-01T12:00:30Z` (an RFC 3339 time of the refill).
 - LiteLLM 1.110.2 keeps a response's headers in `response._hidden_params["additional_headers"]`: the
-  OpenAI-compatible ones under their own names, and every raw provider header again as `llm_provider-<name>`.
+  OpenAI-compatible ones under their own names, and every raw provider header again as `llm_provider-<name>`;
+  its logging hooks get them in `kwargs["standard_logging_object"]["hidden_params"]["additional_headers"]`,
+  the OpenAI ones renamed with underscores (`x_ratelimit_remaining_requests`, as ints).
 
 Anything that does not parse is left out (None): a bad header must never cool a deployment.
 """
@@ -43,9 +45,9 @@ def _lower(headers: Mapping[str, Any]) -> dict[str, str]:
             continue
         key = name.lower()
         if key.startswith(PROVIDER_PREFIX):
-            prefixed[key[len(PROVIDER_PREFIX) :]] = str(value)
+            prefixed[key[len(PROVIDER_PREFIX) :].replace("_", "-")] = str(value)
         else:
-            out[key] = str(value)
+            out[key.replace("_", "-")] = str(value)  # the logging payload spells x_ratelimit_remaining_requests
     return {**prefixed, **out}
 
 
@@ -109,6 +111,17 @@ def quota_fields(headers: Mapping[str, Any] | None, now: float) -> dict[str, Any
                 out[f"reset_{what}"] = reset
             break
     return out
+
+
+def logged_headers(kwargs: Mapping[str, Any]) -> Mapping[str, Any] | None:
+    """LiteLLM 1.110.2's logging hooks: `kwargs["standard_logging_object"]["hidden_params"]["additional_headers"]`.
+
+    The same headers as the response's, the OpenAI ones renamed `x_ratelimit_remaining_requests` (as ints).
+    """
+    slo = kwargs.get("standard_logging_object")
+    hidden = slo.get("hidden_params") if isinstance(slo, Mapping) else None
+    headers = hidden.get("additional_headers") if isinstance(hidden, Mapping) else None
+    return headers if isinstance(headers, Mapping) else None
 
 
 def response_headers(response: object) -> Mapping[str, Any] | None:

@@ -8,6 +8,7 @@ could hold leads to the same cooldown:
 - V2.1 `rate_limited`: a 429 in a group of several deployments cools whatever the window says;
 - a non-retryable status (401, 404, ...) on the V2 path: V2.2-V2.4 all cool it, only the reason differs;
 - a V1 allowed-fails rule whose first failure already cools (threshold 0): the count can only be >= 1;
+- X6 `quota_exhausted` (opt-in): a success announcing a spent budget reads the record and the policy only;
 
 with the duration T1-T4 (Retry-After, per-deployment and per-record values), which reads the record and the
 policy only. The options that make the outcome depend on fleet state switch the fast path off entirely:
@@ -40,8 +41,13 @@ def fleet_dependent(policy: Policy) -> bool:
 
 def prefetch(policy: Policy, rec: Outcome) -> Cooldown | None:
     """The cooldown the worker will emit for `rec` whatever the fleet's state, else None."""
-    if rec.ok or fleet_dependent(policy):
+    if fleet_dependent(policy):
         return None
+    if rec.ok:  # only X6 cools on a success, and only from what the record announces
+        if policy.options.quota is None or rec.ratelimit is None:
+            return None
+        cd = step_outcome(policy, PathState(), rec).cooldown
+        return cd if cd is not None and cd.reason == "quota_exhausted" else None
     cd = step_outcome(policy, PathState(), rec).cooldown
     if cd is None:
         return None

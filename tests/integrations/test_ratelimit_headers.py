@@ -6,7 +6,13 @@ from datetime import UTC, datetime
 
 import pytest
 
-from coolant.integrations.ratelimit_headers import parse_duration, parse_reset, quota_fields, response_headers
+from coolant.integrations.ratelimit_headers import (
+    logged_headers,
+    parse_duration,
+    parse_reset,
+    quota_fields,
+    response_headers,
+)
 
 NOW = datetime(2026, 12, 1, 12, 0, 0, tzinfo=UTC).timestamp()
 
@@ -72,6 +78,16 @@ def test_garbage_is_left_out() -> None:
     assert parse_reset("2026-12-01T11:59:00Z", NOW) == 0.0  # a past refill is "now"
     assert quota_fields(None, NOW) == {} and quota_fields({}, NOW) == {}
     assert quota_fields({"x-ratelimit-remaining-requests": True}, NOW) == {}
+
+
+def test_logging_payload_spelling() -> None:
+    """LiteLLM's standard logging object renames the OpenAI headers with underscores and makes them ints."""
+    headers = {"x_ratelimit_remaining_requests": 0, "x_ratelimit_reset_requests": "1s",
+               "llm_provider-x-ratelimit-remaining-tokens": "10"}
+    assert quota_fields(headers, NOW) == {"remaining_requests": 0, "reset_requests": 1.0, "remaining_tokens": 10}
+    assert logged_headers({"standard_logging_object": {"hidden_params": {"additional_headers": headers}}}) == headers
+    assert logged_headers({}) is None
+    assert logged_headers({"standard_logging_object": {"hidden_params": None}}) is None
 
 
 def test_gemini_sends_none() -> None:

@@ -6,15 +6,21 @@ announcing a spent budget (`support_litellm.QUOTA_HEADERS`); coolant's parser mu
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 from support_litellm import MESSAGES, FakeOpenAI, deployment
 
 litellm = pytest.importorskip("litellm")
 
+from litellm.integrations.custom_logger import CustomLogger  # noqa: E402
+
+from coolant.integrations.litellm import build_outcome  # noqa: E402
 from coolant.integrations.ratelimit_headers import quota_fields, response_headers  # noqa: E402
+from coolant.schemas import RateLimit  # noqa: E402
 
 pytestmark = pytest.mark.filterwarnings("ignore:.*ReadOnly.*:UserWarning")
 
@@ -47,3 +53,34 @@ async def test_a_plain_success_announces_nothing(fake: FakeOpenAI) -> None:
     router = litellm.Router(model_list=[deployment("d-ok", "g-ok", fake.base("ok"))], num_retries=0)
     response = await router.acompletion(model="g-ok", messages=MESSAGES)
     assert quota_fields(response_headers(response), time.time()) == {}
+
+
+class _Capture(CustomLogger):  # type: ignore[misc]
+    """What LiteLLM hands its success hook, kept for `build_outcome`."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.calls: list[tuple[dict[str, Any], Any, Any]] = []
+        self.done = asyncio.Event()
+
+    async def async_log_success_event(self, kwargs: Any, response_obj: Any, start_time: Any, end_time: Any) -> None:
+        self.calls.append((dict(kwargs), start_time, end_time))
+        self.done.set()
+
+
+async def test_the_success_hook_gets_them_and_the_outcome_carries_them(fake: FakeOpenAI) -> None:
+    """The callback's record of a success that spent the budget carries `ratelimit` (from the logging payload)."""
+    capture = _Capture()
+    saved = list(litellm.callbacks)
+    litellm.callbacks = [capture]
+    try:
+        router = litellm.Router(model_list=[deployment("d-q2", "g-q2", fake.base("quota"))], num_retries=0)
+        await router.acompletion(model="g-q2", messages=MESSAGES)
+        await asyncio.wait_for(capture.done.wait(), 10)
+    finally:
+        litellm.callbacks = saved
+        litellm.logging_callback_manager.remove_callback_from_all_lists(capture)
+    kwargs, start, end = capture.calls[0]
+    rec = build_outcome(kwargs, start, end, ok=True)
+    assert rec.ratelimit == RateLimit(remaining_requests=0, remaining_tokens=149984, reset_requests=360.0,
+                                      reset_tokens=0.006)
