@@ -31,7 +31,7 @@ log = logging.getLogger(__name__)
 CHECK_INTERVAL: Final = 1.0
 """K2: seconds between two `INFO server` calls (the rate limit of the check)."""
 FULL_EVERY: Final = 60.0
-"""K2: a full reassertion at least this often, for keys lost without a restart."""
+"""K2: a check for missing keys (lost without a restart: eviction, a flush) at least this often."""
 RELEASE_KEEP: Final = int(DURATION_MAX) + 86_400
 """K3: how long a release marker is kept: longer than any cooldown a record can ask for (B3)."""
 _BATCH: Final = 200
@@ -129,20 +129,23 @@ class Repairer:
         else:
             return
         try:
-            written, skipped = await self.reassert()
+            written, skipped = await self.reassert(missing_only=why == "periodic")
         except TRANSIENT_ERRORS:
             self._unreachable = True
             return
         self._run_id, self._unreachable = run_id, False
         self._next_full = time.monotonic() + self.full_every
-        if written:
-            log.warning("redis repair (%s): %d cooldowns in force written again, %d already there", why, written,
-                        skipped)
+        if written and why != "start":
+            log.warning("redis repair (%s): %d cooldowns in force written again, %d skipped (in place, longer, or "
+                        "released)", why, written, skipped)
         if self.on_reassert is not None:
             self.on_reassert(why, written, skipped)
 
-    async def reassert(self) -> tuple[int, int]:
-        """Write every cooldown in force again (K3); (written, skipped)."""
+    async def reassert(self, *, missing_only: bool = False) -> tuple[int, int]:
+        """Write every cooldown in force again (K3), or only those whose key is missing; (written, skipped).
+
+        An identical entry is written again too (the materializer's script then refreshes the detail key and
+        announces it), which is why the periodic pass writes only what is missing."""
         cooldowns = in_force(list(self.histories()), time.time())
         written = skipped = 0
         client, prefix = self.sink.client, self.sink.key_prefix
@@ -150,6 +153,9 @@ class Repairer:
             chunk = cooldowns[i : i + _BATCH]
             marks = await client.mget([released_key(prefix, cd.deployment_id) for cd in chunk])
             todo = [cd for cd, mark in zip(chunk, marks, strict=True) if not _released(cd, mark)]
+            if missing_only and todo:
+                present = await client.mget([cooldown_key(prefix, cd.deployment_id) for cd in todo])
+                todo = [cd for cd, value in zip(todo, present, strict=True) if value is None]
             results = await asyncio.gather(*(self.sink.write(cd) for cd in todo))
             n = sum(1 for r in results if r)
             written += n
