@@ -13,6 +13,7 @@ from rich.console import Console
 from rich.progress import BarColumn, DownloadColumn, Progress, TimeRemainingColumn, TransferSpeedColumn
 
 from coolant.config import Config, ConfigError, load_config
+from coolant.connect import ConnectConfig, ConnectionFailed, redis_client, redis_problem, runtime_settings, safe_url
 from coolant.replay import replay
 from coolant.report import render_summary
 from coolant.schemas import Cooldown, encode
@@ -200,42 +201,62 @@ def worker_command(
         heartbeat_interval=heartbeat_interval, rebalance_timeout=rebalance_timeout,
         keep_raw_deadletters=keep_raw_deadletters, max_ts_ahead=max_ts_ahead,
     )
-    run(replace(cfg, runtime=rt), opts, loglevel, shadow)
+    try:
+        run(replace(cfg, runtime=rt), opts, loglevel, shadow)
+    except ConfigError as exc:  # an unset os.environ/ variable, an unreadable CA file
+        raise fail(str(exc)) from None
+    except ConnectionFailed as exc:  # e.g. a wrong SASL password: Kafka refused us before the worker started
+        raise fail(str(exc), 1) from None
 
 
 @app.command("status")
 def status_command(
     redis_url: Annotated[
-        str, typer.Option("--redis-url", envvar="REDIS_URL", help="The Redis the LiteLLM routers read.")
-    ] = "redis://127.0.0.1:16379/0",
-    key_prefix: Annotated[str, typer.Option(help="Prefix of the Redis keys, if the routers use one.")] = "",
+        str | None,
+        typer.Option("--redis-url", envvar="REDIS_URL", show_default=False,
+                     help="The Redis the LiteLLM routers read (default: coolant.redis.url of --config, else "
+                     "redis://127.0.0.1:16379/0)."),
+    ] = None,
+    key_prefix: Annotated[
+        str | None, typer.Option(help="Prefix of the Redis keys, if the routers use one (default: the config's).")
+    ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="One JSON object per active cooldown instead of a table.")]
     = False,
+    config: ConnectConfig = None,
 ) -> None:
     """Which deployments are cooled right now, why, and until when (read from Redis, as routers read it).
 
     Shows every `deployment:<id>:cooldown` key in force, including ones LiteLLM routers wrote
-    themselves (their group and reason are unknown and shown as "-").
+    themselves (their group and reason are unknown and shown as "-"). Exit status 2 when Redis cannot
+    be read (the message names the setting to check, never a password).
     """
     import asyncio
-    from dataclasses import asdict
+    from dataclasses import asdict, replace
 
-    import redis.asyncio as redis_asyncio
     from redis.exceptions import RedisError
 
     from coolant.status import active_cooldowns, render
 
+    try:
+        settings = runtime_settings(config).redis
+    except ConfigError as exc:
+        raise fail(str(exc)) from None
+    prefix = key_prefix if key_prefix is not None else settings.key_prefix
+    settings = replace(settings, url=redis_url or settings.url, key_prefix=prefix)
+
     async def read() -> list[Any]:
-        client = redis_asyncio.from_url(redis_url, socket_connect_timeout=5)
+        client = redis_client(settings)
         try:
-            return await active_cooldowns(client, key_prefix)
+            return await active_cooldowns(client, settings.key_prefix)
         finally:
             await client.aclose()
 
     try:
         cooldowns = asyncio.run(read())
-    except RedisError as exc:
-        raise fail(f"redis {redis_url.split('@')[-1]}: {exc}") from None
+    except ConfigError as exc:
+        raise fail(str(exc)) from None
+    except (RedisError, OSError) as exc:
+        raise fail(f"redis {safe_url(settings.url)}: {redis_problem(exc)}") from None
     if as_json:
         for c in cooldowns:
             sys.stdout.buffer.write(orjson.dumps(asdict(c)) + b"\n")

@@ -39,7 +39,9 @@ from coolant.processors.policy import (
 from coolant.schemas import DeploymentRecord
 
 __all__ = [
+    "SASL_MECHANISMS",
     "SECRET_REF_PREFIX",
+    "SECURITY_PROTOCOLS",
     "Config",
     "ConfigError",
     "KafkaSettings",
@@ -60,8 +62,8 @@ DEFAULT_KAFKA_BOOTSTRAP = "127.0.0.1:19092"
 DEFAULT_REDIS_URL = "redis://127.0.0.1:16379/0"
 
 _POLICY_KEYS: dict[str, str] = {c + POLICY_KEY_SUFFIX: c for c in CATEGORIES}
-_SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
-_SASL_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "OAUTHBEARER", "GSSAPI")
+SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
+SASL_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "OAUTHBEARER", "GSSAPI")
 _TOPIC_PREFIX = re.compile(r"[A-Za-z0-9._-]*")  # Kafka topic name characters
 
 
@@ -90,31 +92,48 @@ def _env_redis_url() -> str:
     return os.environ.get("REDIS_URL") or DEFAULT_REDIS_URL
 
 
+def _env(name: str) -> Callable[[], str | None]:
+    """A field default read from the environment when the settings are built (unset or empty: None)."""
+    return lambda: os.environ.get(name) or None
+
+
+def _env_flag(name: str) -> Callable[[], bool]:
+    return lambda: (os.environ.get(name) or "").strip().lower() in ("1", "true", "yes", "on")
+
+
 @dataclass(frozen=True, slots=True)
 class KafkaSettings:
-    """aiokafka connection settings; any string may be an unresolved `os.environ/NAME`."""
+    """aiokafka connection settings; any string may be an unresolved `os.environ/NAME`.
+
+    What a config's `coolant.kafka` does not set comes from `COOLANT_KAFKA_*` variables, so every command
+    (with or without a config) connects to a secured cluster the same way (`coolant.connect`).
+    """
 
     bootstrap_servers: str = field(default_factory=_env_kafka_bootstrap)
-    security_protocol: str | None = None
-    sasl_mechanism: str | None = None
-    sasl_plain_username: str | None = None
-    sasl_plain_password: str | None = field(default=None, repr=False)
-    ssl_cafile: str | None = None
-    ssl_certfile: str | None = None
-    ssl_keyfile: str | None = None
+    security_protocol: str | None = field(default_factory=_env("COOLANT_KAFKA_SECURITY_PROTOCOL"))
+    sasl_mechanism: str | None = field(default_factory=_env("COOLANT_KAFKA_SASL_MECHANISM"))
+    sasl_plain_username: str | None = field(default_factory=_env("COOLANT_KAFKA_SASL_USERNAME"))
+    sasl_plain_password: str | None = field(default_factory=_env("COOLANT_KAFKA_SASL_PASSWORD"), repr=False)
+    ssl_cafile: str | None = field(default_factory=_env("COOLANT_KAFKA_SSL_CAFILE"))
+    ssl_certfile: str | None = field(default_factory=_env("COOLANT_KAFKA_SSL_CERTFILE"))
+    ssl_keyfile: str | None = field(default_factory=_env("COOLANT_KAFKA_SSL_KEYFILE"))
 
 
 @dataclass(frozen=True, slots=True)
 class RedisSettings:
-    """Redis connection for the materializer (contract §4).
+    """Redis connection for the materializer (contract §4); unset fields from `REDIS_URL` / `COOLANT_REDIS_*`.
 
     `url` is kept out of repr too: `redis://:password@host` is a common way to pass a password.
+    TLS is on for a `rediss://` URL or `ssl: true`; the `ssl_*` files are the CA and the client certificate.
     """
 
     url: str = field(default_factory=_env_redis_url, repr=False)
     key_prefix: str = ""
-    password: str | None = field(default=None, repr=False)
-    ssl: bool = False
+    password: str | None = field(default_factory=_env("COOLANT_REDIS_PASSWORD"), repr=False)
+    ssl: bool = field(default_factory=_env_flag("COOLANT_REDIS_SSL"))
+    ssl_cafile: str | None = field(default_factory=_env("COOLANT_REDIS_SSL_CAFILE"))
+    ssl_certfile: str | None = field(default_factory=_env("COOLANT_REDIS_SSL_CERTFILE"))
+    ssl_keyfile: str | None = field(default_factory=_env("COOLANT_REDIS_SSL_KEYFILE"))
 
 
 @dataclass(frozen=True, slots=True)
@@ -365,9 +384,11 @@ class _Reader:
             self.fail(key, f"{rule}, got {_show(value)}")
         return count
 
-    def choice(self, value: Any, key: str, choices: tuple[str, ...]) -> str:
+    def choice(self, value: Any, key: str, choices: tuple[str, ...], *, echo: bool = True) -> str:
+        """One of `choices`; `echo=False` for connection settings, where a misplaced secret must not be shown."""
         if not isinstance(value, str) or value not in choices:
-            self.fail(key, f"must be one of {', '.join(choices)}, got {_show(value)}")
+            got = f", got {_show(value)}" if echo else ""
+            self.fail(key, f"must be one of {', '.join(choices)}{got}")
         return value
 
     def boolean(self, value: Any, key: str) -> bool:
@@ -508,6 +529,8 @@ _KAFKA_KEYS = (
     "ssl_keyfile",
 )
 
+_REDIS_TLS_FILES = ("ssl_cafile", "ssl_certfile", "ssl_keyfile")
+
 
 def _read_backoff(r: _Reader, raw: Any) -> Backoff | None:
     if raw is None:
@@ -618,16 +641,16 @@ def _read_runtime(r: _Reader, c: Mapping[Any, Any]) -> RuntimeSettings:
             elif not isinstance(value, str) or not value:
                 r.fail(kk + name, f"must be a non-empty string or list of host:port strings, got {_show(value)}")
         elif name == "security_protocol" and value is not None:
-            value = r.choice(value, kk + name, _SECURITY_PROTOCOLS)
+            value = r.choice(value, kk + name, SECURITY_PROTOCOLS, echo=False)
         elif name == "sasl_mechanism" and value is not None:
-            value = r.choice(value, kk + name, _SASL_MECHANISMS)
+            value = r.choice(value, kk + name, SASL_MECHANISMS, echo=False)
         else:
             value = r.string(value, kk + name, secret=name.startswith("sasl_"))
         kafka_args[name] = value
     kwargs["kafka"] = KafkaSettings(**kafka_args)
 
     redis = r.section(c.get("redis"), k + "redis")
-    r.known_keys(redis, k + "redis", ("url", "key_prefix", "password", "ssl"))
+    r.known_keys(redis, k + "redis", ("url", "key_prefix", "password", "ssl", *_REDIS_TLS_FILES))
     rk = k + "redis."
     redis_args: dict[str, Any] = {}
     if "url" in redis:
@@ -638,6 +661,9 @@ def _read_runtime(r: _Reader, c: Mapping[Any, Any]) -> RuntimeSettings:
         redis_args["password"] = r.string(redis["password"], rk + "password", secret=True)
     if "ssl" in redis:
         redis_args["ssl"] = r.boolean(redis["ssl"], rk + "ssl")
+    for name in _REDIS_TLS_FILES:
+        if name in redis:
+            redis_args[name] = r.string(redis[name], rk + name)
     kwargs["redis"] = RedisSettings(**redis_args)
     return RuntimeSettings(**kwargs)
 

@@ -13,6 +13,7 @@ import signal
 import sys
 import time
 from collections.abc import Awaitable, Callable
+from pathlib import Path
 from typing import Annotated, Any, TypeVar
 from urllib.parse import urlsplit
 
@@ -27,7 +28,8 @@ from coolant.alerts.alerter import Alerter, AlertOptions, AlertStats
 from coolant.alerts.retry import RetryPolicy
 from coolant.alerts.slack import Payload
 from coolant.alerts.webhook import Webhook, redact
-from coolant.config import DEFAULT_KAFKA_BOOTSTRAP
+from coolant.config import DEFAULT_KAFKA_BOOTSTRAP, ConfigError, KafkaSettings
+from coolant.connect import ConnectConfig, KafkaDiagnosis, kafka_problem, kafka_settings
 from coolant.schemas import Cooldown, HealthTransition
 from coolant.terminal import fail, say
 
@@ -37,19 +39,25 @@ T = TypeVar("T")
 
 
 async def _bounded(step: Callable[[], Awaitable[T]], bootstrap: str, seconds: float) -> T:
-    """Run a connect step, turning "no broker" into one `BrokerUnreachable` line after at most `seconds`."""
-    quiet = logging.getLogger("aiokafka")
-    level = quiet.level
-    quiet.setLevel(logging.CRITICAL)  # its "Unable connect" log lines would repeat what the error says
+    """Run a connect step, turning "no broker" or a refused login into one `BrokerUnreachable` line after at
+    most `seconds` (aiokafka's own "Unable connect" log lines are kept back: they would repeat it)."""
+    with KafkaDiagnosis() as diagnosis:
+        try:
+            async with asyncio.timeout(seconds):
+                return await step()
+        except TimeoutError:
+            seen = kafka_problem(TimeoutError(), diagnosis)
+            why = seen if seen != "TimeoutError" else f"no answer within {seconds:g} s"
+            raise feed.BrokerUnreachable(f"kafka {bootstrap}: {why}") from None
+        except (KafkaError, OSError) as exc:
+            raise feed.BrokerUnreachable(f"kafka {bootstrap}: {kafka_problem(exc, diagnosis)}") from None
+
+
+def _kafka(config: Path | None, bootstrap: str | None) -> tuple[KafkaSettings, dict[str, Any]]:
     try:
-        async with asyncio.timeout(seconds):
-            return await step()
-    except TimeoutError:
-        raise feed.BrokerUnreachable(f"kafka {bootstrap}: no answer within {seconds:g} s") from None
-    except (KafkaError, OSError) as exc:
-        raise feed.BrokerUnreachable(f"kafka {bootstrap}: {feed.problem(exc)}") from None
-    finally:
-        quiet.setLevel(level)
+        return kafka_settings(config, bootstrap)
+    except ConfigError as exc:
+        raise fail(str(exc)) from None
 
 
 def _topics(prefix: str, cooldowns: bool, transitions: bool) -> list[str]:
@@ -60,7 +68,10 @@ def _topics(prefix: str, cooldowns: bool, transitions: bool) -> list[str]:
 
 
 Bootstrap = Annotated[
-    str, typer.Option("--bootstrap", envvar="KAFKA_BOOTSTRAP", help="Kafka bootstrap servers (host:port[,host:port]).")
+    str | None,
+    typer.Option("--bootstrap", envvar="KAFKA_BOOTSTRAP", show_default=False,
+                 help=f"Kafka bootstrap servers (host:port[,host:port]; default: the config's, else "
+                 f"{DEFAULT_KAFKA_BOOTSTRAP})."),
 ]
 Prefix = Annotated[str, typer.Option(help="Topic name prefix (default `coolant.`).")]
 Cooldowns = Annotated[bool, typer.Option("--cooldowns/--no-cooldowns", help="Follow `<prefix>cooldowns`.")]
@@ -77,7 +88,7 @@ ConnectTimeout = Annotated[
 
 
 def tail_command(
-    bootstrap: Bootstrap = DEFAULT_KAFKA_BOOTSTRAP,
+    bootstrap: Bootstrap = None,
     topic_prefix: Prefix = "coolant.",
     from_beginning: Annotated[
         bool, typer.Option("--from-beginning", help="Start at the oldest retained record (default: only new ones).")
@@ -91,6 +102,7 @@ def tail_command(
     as_json: Annotated[bool, typer.Option("--json", help="One JSON object per line: each record as published.")]
     = False,
     connect_timeout: ConnectTimeout = 15.0,
+    config: ConnectConfig = None,
 ) -> None:
     """Follow the cooldown and health-transition topics and print each record as it arrives.
 
@@ -110,7 +122,7 @@ def tail_command(
     topics = _topics(topic_prefix, cooldowns, transitions)
     out = Console(highlight=False, soft_wrap=True)
     stdout = sys.stdout.buffer
-    client_args: dict[str, Any] = {"bootstrap_servers": bootstrap}
+    kafka, client_args = _kafka(config, bootstrap)
 
     def show(msg: feed.Decoded) -> None:
         rec = msg.record
@@ -132,7 +144,7 @@ def tail_command(
             partitions = await feed.ensure(topic_prefix, topics, client_args)
             return await feed.open_reader(client_args, partitions, start)
 
-        consumer = await _bounded(connect, bootstrap, connect_timeout)
+        consumer = await _bounded(connect, kafka.bootstrap_servers, connect_timeout)
         where = "from the beginning" if from_beginning else (f"since {since} ago" if since else "new records")
         say(f"coolant tail: following {', '.join(topics)} ({where}); Ctrl-C to stop")
         try:
@@ -174,7 +186,7 @@ def alerts_command(
             help="Slack-compatible incoming webhook URL (a secret: prefer the environment variable).",
         ),
     ] = None,
-    bootstrap: Bootstrap = DEFAULT_KAFKA_BOOTSTRAP,
+    bootstrap: Bootstrap = None,
     topic_prefix: Prefix = "coolant.",
     group: Annotated[
         str, typer.Option(help="Consumer group: its committed offsets let a restart resume without re-alerting.")
@@ -199,6 +211,7 @@ def alerts_command(
     ] = False,
     connect_timeout: ConnectTimeout = 15.0,
     loglevel: Annotated[str, typer.Option("--loglevel", "-l", help="debug, info, warning or error.")] = "info",
+    config: ConnectConfig = None,
 ) -> None:
     """Post an alert to a Slack-compatible webhook for every cooldown and health flip.
 
@@ -223,8 +236,9 @@ def alerts_command(
     logging.basicConfig(level=level, format="%(asctime)s %(levelname)s %(name)s: %(message)s", stream=sys.stderr)
     logging.getLogger("aiokafka").setLevel(max(level, logging.WARNING))
     topics = _topics(topic_prefix, cooldowns, transitions)
+    kafka, client_args = _kafka(config, bootstrap)
     opts = AlertOptions(
-        client_args={"bootstrap_servers": bootstrap}, topics=topics, prefix=topic_prefix, group=group,
+        client_args=client_args, topics=topics, prefix=topic_prefix, group=group,
         suppress_period=suppress_period, from_beginning=from_beginning, commit=not dry_run,
     )
     policy = RetryPolicy(max_retries=max_retries, max_delay=max_delay)
@@ -253,7 +267,7 @@ def alerts_command(
                 return (await hook.deliver(payload, what)).ok
 
             alerter = Alerter(opts, send)
-            await _bounded(alerter.open, bootstrap, connect_timeout)
+            await _bounded(alerter.open, kafka.bootstrap_servers, connect_timeout)
             target = "stdout (dry run)" if dry_run else redact(webhook or "")
             say(f"coolant alerts: following {', '.join(topics)} as group {group}, posting to {target}")
             try:

@@ -15,7 +15,6 @@ from dataclasses import dataclass
 from typing import Any
 
 from aiokafka import AIOKafkaConsumer, ConsumerRebalanceListener, TopicPartition
-from aiokafka.errors import KafkaConnectionError
 
 from coolant.schemas import InvalidRecord, Record, decode
 from coolant.streams.admin import create_missing
@@ -49,12 +48,6 @@ async def ensure(prefix: str, topics: Iterable[str], client_args: dict[str, Any]
     wanted = set(topics)
     specs = [s for s in Topics(prefix).specs() if s.name in wanted]
     return await create_missing(specs, client_args)
-
-
-def problem(exc: BaseException) -> str:
-    if isinstance(exc, KafkaConnectionError):
-        return "cannot connect (is Kafka running there?)"
-    return str(exc) or type(exc).__name__
 
 
 @dataclass(frozen=True, slots=True)

@@ -82,8 +82,8 @@ def probe_command(
     """
     from dataclasses import replace
 
+    from coolant.connect import ConnectionFailed, kafka_client_args, kafka_preflight, redis_preflight
     from coolant.probe.service import Prober, ProbeSettings
-    from coolant.streams.app import kafka_client_args  # imports faust: only when this command runs
 
     if engine not in ("http", "litellm", "auto"):
         _say(f"--engine must be http, litellm or auto, got {engine!r}")
@@ -128,6 +128,9 @@ def probe_command(
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGINT, signal.SIGTERM):
             loop.add_signal_handler(sig, stop.set)
+        await kafka_preflight(kafka, client_args)
+        if settings.redis is not None:
+            await redis_preflight(settings.redis)
         if metrics_port is None:
             await Prober(targets, settings, client_args).run(stop)
             return
@@ -142,6 +145,12 @@ def probe_command(
 
     try:
         asyncio.run(main())
+    except ConfigError as exc:  # e.g. an unreadable ssl_cafile of coolant.redis
+        _say(str(exc))
+        raise typer.Exit(2) from None
+    except ConnectionFailed as exc:  # a wrong password, a certificate that does not verify, nothing listening
+        _say(str(exc))
+        raise typer.Exit(1) from None
     except ImportError as exc:
         _say(f"--engine {engine} needs litellm: {exc}")
         raise typer.Exit(2) from None

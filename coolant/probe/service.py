@@ -31,6 +31,7 @@ from aiokafka.errors import CommitFailedError, KafkaError
 from redis.exceptions import RedisError
 
 from coolant.config import ConfigError, RedisSettings
+from coolant.connect import redis_client
 from coolant.probe.classify import ProbeResult, classify
 from coolant.probe.http import Engine, HttpProber, LiteLLMProber, Unsupported
 from coolant.probe.ownership import due_partitions, owned_deployments, round_of, round_start
@@ -39,7 +40,6 @@ from coolant.probe.store import merge_results
 from coolant.probe.targets import Target
 from coolant.schemas import Health, encode
 from coolant.streams.admin import create_missing
-from coolant.streams.worker import redis_client
 from coolant.topics import Topics
 
 __all__ = ["ProbeSettings", "Prober", "RoundReport"]

@@ -27,10 +27,11 @@ import orjson
 import typer
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient
-from aiokafka.errors import KafkaConnectionError, KafkaError
+from aiokafka.errors import KafkaError
 from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TimeElapsedColumn
 
 from coolant.config import DEFAULT_KAFKA_BOOTSTRAP, Config, ConfigError, load_config
+from coolant.connect import ConnectConfig, KafkaDiagnosis, kafka_client_args, kafka_problem, kafka_settings
 from coolant.processors.policy import POLICY_KEY_SUFFIX
 from coolant.publish.publisher import route
 from coolant.schemas import Cooldown, DeploymentRecord, HealthTransition, InvalidRecord, decode, encode
@@ -52,12 +53,6 @@ MAX_INVALID_SHOWN = 20
 _TOPIC_PREFIX = re.compile(r"[A-Za-z0-9._-]*")
 _RATE = re.compile(r"\s*([0-9]*\.?[0-9]+(?:[eE][+-]?[0-9]+)?)\s*(?:/\s*s)?\s*")
 
-
-
-def _kafka_problem(exc: BaseException) -> str:
-    if isinstance(exc, KafkaConnectionError):
-        return "cannot connect (is Kafka running there?)"
-    return str(exc) or type(exc).__name__
 
 
 def _check_prefix(prefix: str) -> str:
@@ -182,9 +177,11 @@ def publish_command(
         str, typer.Argument(metavar="FILE|-", help="JSONL records (.gz read transparently), or - for stdin.")
     ],
     bootstrap: Annotated[
-        str,
-        typer.Option("--bootstrap", envvar="KAFKA_BOOTSTRAP", help="Kafka bootstrap servers (host:port[,host:port])."),
-    ] = DEFAULT_KAFKA_BOOTSTRAP,
+        str | None,
+        typer.Option("--bootstrap", envvar="KAFKA_BOOTSTRAP", show_default=False,
+                     help=f"Kafka bootstrap servers (host:port[,host:port]; default: the config's, else "
+                     f"{DEFAULT_KAFKA_BOOTSTRAP})."),
+    ] = None,
     topic_prefix: Annotated[
         str, typer.Option(callback=_check_prefix, help="Topic name prefix (default `coolant.`).")
     ] = "coolant.",
@@ -215,6 +212,7 @@ def publish_command(
         bool | None,
         typer.Option("--progress/--no-progress", help="Progress bar (default: on when stderr is a terminal)."),
     ] = None,
+    config: ConnectConfig = None,
 ) -> None:
     """Publish recorded outcome, health and deployment records (JSONL) to their Kafka topics.
 
@@ -228,6 +226,10 @@ def publish_command(
     per_second = _parse_rate(rate)
     if not retime and (speed != 1.0 or not wait):
         raise typer.BadParameter("--speed and --no-wait need --retime", param_hint="--speed/--no-wait")
+    try:
+        kafka, client_args = kafka_settings(config, bootstrap)
+    except ConfigError as exc:
+        raise fail(str(exc)) from None
     try:
         check_readable([file])
     except SourceError as exc:
@@ -254,7 +256,6 @@ def publish_command(
             if bar is not None and task is not None and not n & 0xFF:
                 bar.update(task, records=n)
 
-        client_args = {"bootstrap_servers": bootstrap}
         await create_missing(_specs(topics, (topics.outcomes, topics.health, topics.deployments)), client_args)
         producer = AIOKafkaProducer(**client_args, acks="all", linger_ms=20)
         await producer.start()
@@ -270,21 +271,22 @@ def publish_command(
         return summary
 
     try:
-        if show:
-            columns = (
-                BarColumn(), DownloadColumn(), TextColumn("{task.fields[records]:,} records"), TimeElapsedColumn()
-            )
-            with Progress(*columns, console=err, transient=True) as bar:
-                summary = asyncio.run(run(bar))
-        else:
-            summary = asyncio.run(run(None))
+        with KafkaDiagnosis() as diagnosis:
+            if show:
+                columns = (
+                    BarColumn(), DownloadColumn(), TextColumn("{task.fields[records]:,} records"), TimeElapsedColumn()
+                )
+                with Progress(*columns, console=err, transient=True) as bar:
+                    summary = asyncio.run(run(bar))
+            else:
+                summary = asyncio.run(run(None))
     except SourceError as exc:
         raise fail(str(exc)) from None
     except (KafkaError, OSError) as exc:
-        raise fail(f"kafka {bootstrap}: {_kafka_problem(exc)}", 1) from None
+        raise fail(f"kafka {kafka.bootstrap_servers}: {kafka_problem(exc, diagnosis)}", 1) from None
     _print_publish_summary(summary, topics)
     if summary.failed:
-        raise fail(f"kafka {bootstrap}: {summary.failed} records were not acknowledged", 1)
+        raise fail(f"kafka {kafka.bootstrap_servers}: {summary.failed} records were not acknowledged", 1)
 
 
 def _print_publish_summary(s: PublishSummary, topics: Topics) -> None:
@@ -416,8 +418,6 @@ def deployments_sync_command(
     the config's `coolant.kafka` section. Exit status: 0 when every record was acknowledged, 1 when
     Kafka could not be reached or refused them, 2 on a bad config.
     """
-    from coolant.streams.app import kafka_client_args  # imports faust: only when this command runs
-
     try:
         cfg = load_config(config)
     except ConfigError as exc:
@@ -428,10 +428,8 @@ def deployments_sync_command(
     kafka = cfg.runtime.kafka if not bootstrap else replace(cfg.runtime.kafka, bootstrap_servers=bootstrap)
     try:
         client_args = kafka_client_args(kafka)
-    except ConfigError as exc:
+    except ConfigError as exc:  # an unset os.environ/ variable, an SSL file that cannot be read
         raise fail(str(exc)) from None
-    except OSError as exc:  # an SSL file that cannot be read
-        raise fail(f"{config}: coolant.kafka: {exc}") from None
     topic = Topics(prefix).deployments
     records = deployment_records(cfg)
     for entry in cfg.policy.registry.entries.values():
@@ -465,9 +463,10 @@ def deployments_sync_command(
         return deletions, sum(isinstance(r, BaseException) for r in results)
 
     try:
-        deletions, failed = asyncio.run(run())
+        with KafkaDiagnosis() as diagnosis:
+            deletions, failed = asyncio.run(run())
     except (KafkaError, OSError, TimeoutError) as exc:
-        raise fail(f"kafka {kafka.bootstrap_servers}: {_kafka_problem(exc)}", 1) from None
+        raise fail(f"kafka {kafka.bootstrap_servers}: {kafka_problem(exc, diagnosis)}", 1) from None
     if failed:
         raise fail(f"kafka {kafka.bootstrap_servers}: {failed} deployment records were not acknowledged", 1)
     say(f"coolant deployments sync: {len(records)} deployment records published to {topic}")

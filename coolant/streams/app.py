@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import ssl
 import time
 from collections import Counter
 from collections.abc import Awaitable, Callable
@@ -21,8 +20,10 @@ import faust
 import orjson
 from faust.sensors.prometheus import PrometheusMonitor
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+from redis.exceptions import RedisError
 
 from coolant.config import Config, KafkaSettings, resolve_secret
+from coolant.connect import kafka_client_args, kafka_ssl_context, redis_problem
 from coolant.processors import HealthState, Policy, Step, step_health, step_outcome
 from coolant.processors.ejection import passes
 from coolant.processors.health import transition
@@ -44,6 +45,11 @@ log = logging.getLogger(__name__)
 MAX_TS_AHEAD = 60.0
 """B6 (docs/input-bounds.md): clock skew allowed to publishers; below L1's default late_after of 180 s, so a
 record accepted ahead of time never makes correct records late."""
+
+REDIS_CHECK_INTERVAL = 5.0
+"""Seconds between the PINGs that keep /healthz's view of Redis current."""
+
+__all__ = ["Decider", "Pipeline", "WorkerOptions", "kafka_client_args"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -73,37 +79,16 @@ class WorkerOptions:
     """B6: input records dated more than this many seconds ahead of this host's clock are dead-lettered."""
 
 
-def kafka_client_args(k: KafkaSettings) -> dict[str, Any]:
-    """aiokafka connection arguments (secrets resolved here, at the edge, never logged)."""
-    args: dict[str, Any] = {"bootstrap_servers": k.bootstrap_servers}
-    if k.security_protocol:
-        args["security_protocol"] = k.security_protocol
-    if k.sasl_mechanism:
-        args["sasl_mechanism"] = k.sasl_mechanism
-        args["sasl_plain_username"] = resolve_secret(k.sasl_plain_username)
-        args["sasl_plain_password"] = resolve_secret(k.sasl_plain_password)
-    if k.security_protocol in ("SSL", "SASL_SSL"):
-        args["ssl_context"] = _ssl_context(k)
-    return args
-
-
-def _ssl_context(k: KafkaSettings) -> ssl.SSLContext:
-    ctx = ssl.create_default_context(cafile=k.ssl_cafile)
-    if k.ssl_certfile:
-        ctx.load_cert_chain(k.ssl_certfile, k.ssl_keyfile)
-    return ctx
-
-
 def _faust_credentials(k: KafkaSettings) -> Any:
     if k.sasl_mechanism:
         return faust.SASLCredentials(
             username=resolve_secret(k.sasl_plain_username),
             password=resolve_secret(k.sasl_plain_password),
             mechanism=k.sasl_mechanism,
-            ssl_context=_ssl_context(k) if k.security_protocol == "SASL_SSL" else None,
+            ssl_context=kafka_ssl_context(k) if k.security_protocol == "SASL_SSL" else None,
         )
     if k.security_protocol == "SSL":
-        return faust.SSLCredentials(_ssl_context(k))
+        return faust.SSLCredentials(kafka_ssl_context(k))
     return None
 
 
@@ -351,15 +336,40 @@ class Pipeline:
             repairer = Repairer(sink, lambda: list(history.data.values()), on_reassert=_reasserted)
             app.timer(REPAIR_INTERVAL, name="redis-repair")(repairer.tick)
 
+        self.problems: dict[str, str] = {}
+        """What keeps this worker from doing its job right now (e.g. "redis": why), shown by /healthz."""
+        if sink is not None:
+            app.timer(REDIS_CHECK_INTERVAL, name="redis-check")(self._check_redis)
+
         @app.page("/healthz")
         async def healthz(web: Any, request: Any) -> Any:
-            return web.json({"status": "ok", "deployments": len(registry.policy.registry.entries)})
+            body: dict[str, Any] = {"status": "ok", "deployments": len(registry.policy.registry.entries)}
+            if self.problems:
+                body.update(status="unhealthy", problems=dict(self.problems))
+                return web.json(body, status=503)
+            return web.json(body)
 
         app.monitor = PrometheusMonitor(metrics=metrics.faust_metrics())
 
         @app.page("/metrics")
         async def prometheus(web: Any, request: Any) -> Any:
             return web.bytes(generate_latest(metrics.REGISTRY), headers={"Content-Type": CONTENT_TYPE_LATEST})
+
+    async def _check_redis(self) -> None:
+        """A PING, so a wrong password or certificate shows on /healthz even while no cooldown is being written."""
+        assert self.sink is not None
+        try:
+            await self.sink.client.ping()
+        except (RedisError, OSError) as exc:
+            self.redis_failed(exc)
+        else:
+            self.problems.pop("redis", None)
+
+    def redis_failed(self, exc: BaseException) -> None:
+        problem = redis_problem(exc)
+        if self.problems.get("redis") != problem:
+            log.error("redis: %s", problem)
+        self.problems["redis"] = problem
 
     async def _drive_outcomes(self) -> None:
         await self._drive(self.outcomes.get_topic_name(), Outcome)
@@ -463,7 +473,7 @@ class Pipeline:
             if cd is None:
                 continue
             try:
-                written = await self.sink.write_with_retry(cd, on_error=_redis_error)
+                written = await self.sink.write_with_retry(cd, on_error=self._redis_error)
             except Exception as exc:  # P1: Redis refused this value (transient errors are retried inside)
                 await self.record_failed(event.message, exc, "materializer")
                 continue
@@ -477,11 +487,18 @@ class Pipeline:
             try:
                 d = orjson.loads(event.value)
                 state = HealthState(d["is_healthy"], d["timestamp"], d["reason"])
-                written = await self.sink.write_health_with_retry(d["deployment_id"], state, on_error=_redis_error)
+                written = await self.sink.write_health_with_retry(
+                    d["deployment_id"], state, on_error=self._redis_error
+                )
             except Exception as exc:  # P1
                 await self.record_failed(event.message, exc, "health materializer")
                 continue
             metrics.REDIS_WRITES.labels("health", "written" if written else "skipped").inc()
+
+    def _redis_error(self, exc: Exception, delay: float) -> None:
+        metrics.REDIS_ERRORS.inc()
+        self.problems["redis"] = problem = redis_problem(exc)
+        log.warning("redis write failed (%s); retrying in %.1f s, record not acknowledged", problem, delay)
 
 
 def _ts_in_future(ts: float, now: float, ahead: float) -> str:
@@ -495,7 +512,3 @@ def _reasserted(why: str, written: int, skipped: int) -> None:
     metrics.REDIS_REASSERTED.labels(why, "written").inc(written)
     metrics.REDIS_REASSERTED.labels(why, "skipped").inc(skipped)
 
-
-def _redis_error(exc: Exception, delay: float) -> None:
-    metrics.REDIS_ERRORS.inc()
-    log.warning("redis write failed (%s); retrying in %.1f s, record not acknowledged", exc, delay)

@@ -8,14 +8,14 @@ import logging
 import os
 from collections.abc import MutableMapping
 from dataclasses import replace
-from typing import Any
 
 import faust
-import redis.asyncio as redis_asyncio
+from aiokafka.errors import KafkaError
 from redis.asyncio.retry import Retry
 from redis.backoff import NoBackoff
 
-from coolant.config import Config, RedisSettings, resolve_secret
+from coolant.config import Config
+from coolant.connect import ConnectionFailed, KafkaDiagnosis, kafka_problem, redis_client
 from coolant.streams import metrics
 from coolant.streams.admin import ensure_topics
 from coolant.streams.app import Pipeline, WorkerOptions, kafka_client_args
@@ -42,23 +42,19 @@ def drop_conflicting_env(environ: MutableMapping[str, str]) -> list[str]:
     return [name for name in FAUST_ENV_SET_BY_COOLANT if environ.pop(name, None) is not None]
 
 
-def redis_client(r: RedisSettings, **options: Any) -> redis_asyncio.Redis:
-    """A client for the configured Redis (password resolved here, at the edge; TLS when asked)."""
-    args: dict[str, Any] = {"socket_timeout": 5, "socket_connect_timeout": 5}
-    if r.ssl:
-        args["connection_class"] = redis_asyncio.SSLConnection
-    return redis_asyncio.from_url(r.url, password=resolve_secret(r.password), **{**args, **options})
-
-
 def build_pipeline(
     cfg: Config, opts: WorkerOptions, loop: asyncio.AbstractEventLoop, shadow: Config | None = None
 ) -> Pipeline:
     """Topics first (their partition counts decide the tables'), then the app."""
     names = Topics(cfg.runtime.topic_prefix)
     extra = (names.cooldowns + ".shadow", names.candidates + ".shadow") if shadow is not None else ()
-    counts = loop.run_until_complete(
-        ensure_topics(names, kafka_client_args(cfg.runtime.kafka), opts.partitions, extra)
-    )
+    k = cfg.runtime.kafka
+    client_args = kafka_client_args(k)  # a ConfigError (unset variable, unreadable CA file) before connecting
+    with KafkaDiagnosis() as diagnosis:
+        try:
+            counts = loop.run_until_complete(ensure_topics(names, client_args, opts.partitions, extra))
+        except (KafkaError, OSError) as exc:
+            raise ConnectionFailed(f"kafka {k.bootstrap_servers}: {kafka_problem(exc, diagnosis)}") from None
     partitions = counts[names.outcomes]
     if counts[names.health] != partitions:
         log.warning("%s has %d partitions but %s has %d; health tables use the outcomes count",

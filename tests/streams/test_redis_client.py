@@ -6,7 +6,7 @@ import pytest
 import redis.asyncio as redis_asyncio
 
 from coolant.config import RedisSettings
-from coolant.streams.worker import redis_client
+from coolant.connect import redis_client
 
 
 def test_password_from_the_environment_and_tls(monkeypatch: pytest.MonkeyPatch) -> None:
