@@ -270,8 +270,8 @@ def redis_problem(exc: BaseException) -> str:
         return f"TLS: the server's certificate does not verify: check ssl_cafile (coolant.redis or {REDIS_ENV})"
     if "SSL" in text or "ssl" in text:
         return f"TLS handshake failed: check rediss:// / ssl and the ssl_* settings (coolant.redis or {REDIS_ENV})"
-    if "Connection closed by server" in text:
-        return "the server closed the connection (does it expect TLS? use rediss:// or coolant.redis.ssl)"
+    if "Connection closed by server" in text or "Connection reset by peer" in text:
+        return f"{_scrub(text)} (does the server expect TLS? use rediss:// or coolant.redis.ssl)"
     return _scrub(text) or type(exc).__name__
 
 
