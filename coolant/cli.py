@@ -145,6 +145,10 @@ def worker_command(
                      "the slow ones; bounds how long a rebalance can stall the fleet."),
     ] = 20.0,
     loglevel: Annotated[str, typer.Option("--loglevel", "-l", help="debug, info, warning or error.")] = "info",
+    admin_rate: Annotated[
+        float, typer.Option(min=0.01, help="Admin API writes per second this worker accepts (bursts of 20); more "
+                            "answer 429.")
+    ] = 2.0,
     admin_token: Annotated[
         str | None,
         typer.Option("--admin-token", envvar="COOLANT_ADMIN_TOKEN", show_default=False,
@@ -197,7 +201,8 @@ def worker_command(
     data_dir.mkdir(parents=True, exist_ok=True)  # Faust creates only the last level (a fresh container has no .local)
     opts = WorkerOptions(
         app_id=app_id, partitions=partitions, web_port=rt.web_port, web_bind=web_bind, datadir=str(data_dir),
-        materialize=materialize, admin_token=admin_token or None, session_timeout=session_timeout,
+        materialize=materialize, admin_token=admin_token or None, admin_rate=admin_rate,
+        session_timeout=session_timeout,
         heartbeat_interval=heartbeat_interval, rebalance_timeout=rebalance_timeout,
         keep_raw_deadletters=keep_raw_deadletters, max_ts_ahead=max_ts_ahead,
     )

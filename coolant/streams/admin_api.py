@@ -5,18 +5,24 @@
 - `GET /deployments/{deployment_id}`: a deployment's state lives in tables partitioned by deployment, so the
   request is routed to the worker that owns the id's partition (Faust's `table_route`); any worker can be asked.
 - `POST /cooldowns`: a manual cooldown is a cooldown record (reason `manual`) on the cooldowns topic like any
-  other, so the materializer writes Redis and alert consumers see it.
-- `DELETE /cooldowns/{deployment_id}`: early release, straight in Redis (the contract has no release record).
+  other, so the materializer writes Redis and alert consumers see it. The answer waits until Redis holds it, so
+  a DELETE that follows always finds (and releases) it: the materializer cannot write it after the DELETE.
+- `DELETE /cooldowns/{deployment_id}`: early release, straight in Redis (the contract has no release record),
+  with a release marker so the Redis repair does not write it back.
 
 Reads are open like /metrics; writes need the bearer token (`--admin-token` / `COOLANT_ADMIN_TOKEN`), and
-without one configured they are refused, so an API nobody secured cannot cool or release anything.
+without one configured they are refused, so an API nobody secured cannot cool or release anything. Faust's own
+pages (`/`, `/router/...`: partition assignment and hosts) need the token too. Writes are rate-limited per worker;
+ids are checked (length, characters) and one the registry does not know needs `force`. Every error is JSON.
 Parsing and response shapes are pure functions; `AdminApi` at the end is the shell.
 """
 
 from __future__ import annotations
 
+import asyncio
 import hmac
 import logging
+import re
 import time
 import uuid
 from collections.abc import Awaitable, Callable, Mapping
@@ -26,6 +32,7 @@ from typing import TYPE_CHECKING, Any, cast
 import orjson
 from aiohttp import web as aioweb
 from faust.web import View
+from faust.web.exceptions import ServiceUnavailable
 from redis.exceptions import RedisError
 
 from coolant.processors import windows
@@ -35,7 +42,7 @@ from coolant.processors.state import NEG_INF, PathState
 from coolant.schemas import Cooldown, Window, encode, to_dict
 from coolant.status import ActiveCooldown, active_cooldowns, decoded_cooldown
 from coolant.streams import metrics, repair
-from coolant.streams.materializer import detail_key
+from coolant.streams.materializer import cooldown_key, detail_key
 
 if TYPE_CHECKING:
     import redis.asyncio as redis_asyncio
@@ -44,20 +51,36 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
+STARTING = "the worker is starting: partitions are not assigned yet; retry shortly"
+
 HISTORY_KEEP = 5
 """Cooldowns kept per deployment for `GET /deployments/{id}`: enough to see a pattern, small to rewrite."""
 MAX_MANUAL_SECONDS = 30 * 86400
 """A manual cooldown ends within the cooldowns topic's default retention; also keeps PXAT in Redis's range."""
-MANUAL_FIELDS = frozenset({"deployment_id", "model_group", "cooldown_time", "until", "note"})
+MANUAL_FIELDS = frozenset({"deployment_id", "model_group", "cooldown_time", "until", "note", "force"})
+MAX_BODY = 16 * 1024
+"""Bytes of a request body; more is 413 (a manual cooldown's body is well under 1 kB)."""
+MAX_NAME = 256
+"""Characters of a deployment id or model group."""
+SAFE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:@+=~-]*")
+"""What an id the registry does not know may hold: no '/', '..' at the start, spaces, quotes or control characters."""
+WRITE_RATE = 2.0
+"""Default admin writes per second per worker (`--admin-rate`), with bursts of `WRITE_BURST`."""
+WRITE_BURST = 20
+MATERIALIZE_WAIT = 10.0
+"""Seconds a POST waits for its cooldown to reach Redis before answering anyway (the materializer is behind)."""
+FAUST_PAGES = re.compile(r"/(router(/.*)?)?")
+"""Faust's built-in pages: the index and the routing metadata (partition assignment, host names)."""
 
 
 class ApiError(Exception):
     """A 4xx/5xx answer with a JSON `{"error": message}` body."""
 
-    def __init__(self, status: int, message: str) -> None:
+    def __init__(self, status: int, message: str, retry_after: float | None = None) -> None:
         super().__init__(message)
         self.status = status
         self.message = message
+        self.retry_after = retry_after
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -75,6 +98,36 @@ def check_token(authorization: str | None, token: str | None) -> None:
         raise ApiError(401, "wrong bearer token")
 
 
+def check_name(value: str, what: str, known: bool) -> None:
+    """400 unless `value` is a usable id or group: 1-256 characters, and, unless the registry knows it, only
+    letters, digits and `._:@+=~-` (so nothing like a path, a NUL or a 10 kB string reaches a topic or a log)."""
+    if not value or len(value) > MAX_NAME:
+        raise ApiError(400, f"{what}: 1 to {MAX_NAME} characters")
+    if known:
+        return
+    if not SAFE_NAME.fullmatch(value):
+        raise ApiError(400, f"{what}: only letters, digits and . _ : @ + = ~ - (starting with a letter or digit)")
+
+
+class TokenBucket:
+    """The writes' rate limit: `rate` per second on average, `burst` at once."""
+
+    def __init__(self, rate: float, burst: int, now: float) -> None:
+        self.rate = rate
+        self.burst = float(burst)
+        self.tokens = float(burst)
+        self.last = now
+
+    def take(self, now: float) -> float:
+        """0 when a write may go now (and counts it); else the seconds until one may."""
+        self.tokens = min(self.burst, self.tokens + max(0.0, now - self.last) * self.rate)
+        self.last = now
+        if self.tokens >= 1:
+            self.tokens -= 1
+            return 0.0
+        return (1 - self.tokens) / self.rate
+
+
 @dataclass(frozen=True, slots=True)
 class ManualRequest:
     """A validated `POST /cooldowns` body: exactly one of `cooldown_time` and `until` is set."""
@@ -84,6 +137,7 @@ class ManualRequest:
     cooldown_time: float | None = None
     until: float | None = None
     note: str | None = None
+    force: bool = False
 
 
 def _optional(data: Mapping[str, Any], name: str, kind: type | tuple[type, ...], what: str) -> Any:
@@ -109,6 +163,11 @@ def parse_manual(body: bytes) -> ManualRequest:
     deployment_id = data.get("deployment_id")
     if not isinstance(deployment_id, str) or not deployment_id:
         raise ApiError(400, "deployment_id: a non-empty string is required")
+    if len(deployment_id) > MAX_NAME:
+        raise ApiError(400, f"deployment_id: 1 to {MAX_NAME} characters")
+    force = data.get("force", False)
+    if not isinstance(force, bool):
+        raise ApiError(400, "force: expected true or false")
     cooldown_time = _optional(data, "cooldown_time", (int, float), "a number of seconds")
     until = _optional(data, "until", (int, float), "epoch seconds")
     if (cooldown_time is None) == (until is None):
@@ -121,6 +180,7 @@ def parse_manual(body: bytes) -> ManualRequest:
         cooldown_time=None if cooldown_time is None else float(cooldown_time),
         until=None if until is None else float(until),
         note=_optional(data, "note", str, "a string"),
+        force=force,
     )
 
 
@@ -128,11 +188,16 @@ def manual_cooldown(req: ManualRequest, registry: Registry, now: float, event_id
     """The cooldown record for a manual request at wall time `now`.
 
     The group is the registry's (R3): a different `model_group` is refused; an id the registry does not know is
-    404 unless the caller names its group (a deployment the config lacks but the routers have).
+    404 unless the caller says `force` and names its group (a deployment the config lacks but the routers have).
     """
     entry = registry.get(req.deployment_id)
-    if entry is None and req.model_group is None:
-        raise ApiError(404, f"unknown deployment {req.deployment_id!r} (give model_group to cool it anyway)")
+    check_name(req.deployment_id, "deployment_id", entry is not None)
+    if req.model_group is not None:
+        check_name(req.model_group, "model_group", entry is not None and req.model_group == entry.model_group)
+    if entry is None and (req.model_group is None or not req.force):
+        raise ApiError(
+            404, f"unknown deployment {req.deployment_id!r} (give model_group and \"force\": true to cool it anyway)"
+        )
     if entry is not None and req.model_group is not None and req.model_group != entry.model_group:
         raise ApiError(400, f"model_group {req.model_group!r} is not the registry's {entry.model_group!r}")
     group = entry.model_group if entry is not None else req.model_group
@@ -212,6 +277,26 @@ def deployment_view(
     }
 
 
+def materialized(cd: Cooldown, detail: Cooldown | None, in_force_until: float | None) -> bool:
+    """Whether Redis shows `cd` written: coolant's detail is this very record, or an entry that ends no earlier is
+    in force (the materializer then rightly skipped it, as it never shortens one)."""
+    if detail is not None and detail.event_id == cd.event_id:
+        return True
+    return in_force_until is not None and in_force_until >= cd.until
+
+
+def litellm_end(raw: bytes | str | None) -> float | None:
+    """When LiteLLM's cooldown value ends (`timestamp + cooldown_time`); None when absent or unreadable."""
+    if raw is None:
+        return None
+    try:
+        value = orjson.loads(raw)
+        end = float(value["timestamp"]) + float(value["cooldown_time"])
+    except (orjson.JSONDecodeError, KeyError, TypeError, ValueError):
+        return None
+    return end
+
+
 def cooldown_view(active: ActiveCooldown, detail: Cooldown | None) -> dict[str, Any]:
     """One entry of `GET /cooldowns`: what routers see, plus coolant's evidence when its detail describes it."""
     out = asdict(active)
@@ -222,18 +307,43 @@ def cooldown_view(active: ActiveCooldown, detail: Cooldown | None) -> dict[str, 
     return out
 
 
-@aioweb.middleware
-async def json_errors(
-    request: aioweb.Request, handler: Callable[[aioweb.Request], Awaitable[aioweb.StreamResponse]]
-) -> aioweb.StreamResponse:
-    """aiohttp's own 404 (no route) and 405 (method) answers as JSON too, like every other error here."""
-    try:
-        return await handler(request)
-    except aioweb.HTTPException as exc:
-        if exc.status not in (404, 405):
-            raise
-        headers = {"Allow": exc.headers["Allow"]} if "Allow" in exc.headers else None
-        return aioweb.json_response({"error": exc.reason}, status=exc.status, headers=headers)
+def error_response(status: int, message: str, headers: Mapping[str, str] | None = None) -> aioweb.Response:
+    return aioweb.json_response({"error": message}, status=status, headers=headers)
+
+
+def api_error_response(exc: ApiError) -> aioweb.Response:
+    headers: dict[str, str] = {}
+    if exc.status == 401:
+        headers["WWW-Authenticate"] = 'Bearer realm="coolant"'
+    if exc.retry_after is not None:
+        headers["Retry-After"] = str(max(1, round(exc.retry_after + 0.5)))
+    return error_response(exc.status, exc.message, headers or None)
+
+
+def json_errors(token: str | None) -> Any:
+    """Every error of the web server as JSON, whatever raised it (aiohttp's 404/405/413, a bug: 500), and
+    Faust's own pages behind the admin token."""
+
+    @aioweb.middleware
+    async def middleware(
+        request: aioweb.Request, handler: Callable[[aioweb.Request], Awaitable[aioweb.StreamResponse]]
+    ) -> aioweb.StreamResponse:
+        try:
+            if FAUST_PAGES.fullmatch(request.path):
+                check_token(request.headers.get("Authorization"), token)
+            return await handler(request)
+        except ApiError as exc:
+            return api_error_response(exc)
+        except aioweb.HTTPException as exc:
+            if exc.status < 400:
+                raise
+            headers = {k: exc.headers[k] for k in ("Allow", "Retry-After") if k in exc.headers}
+            return error_response(exc.status, exc.reason, headers or None)
+        except Exception:
+            log.exception("web: %s %s failed", request.method, request.path[:200])
+            return error_response(500, "internal error (logged by the worker)")
+
+    return middleware
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -250,6 +360,7 @@ class AdminApi:
         redis: redis_asyncio.Redis | None,
         key_prefix: str,
         token: str | None,
+        write_rate: float = WRITE_RATE,
         clock: Callable[[], float] = time.time,
     ) -> None:
         self.decider = decider
@@ -258,6 +369,7 @@ class AdminApi:
         self.key_prefix = key_prefix
         self._token = token
         self.clock = clock
+        self.bucket = TokenBucket(write_rate, max(WRITE_BURST, int(write_rate)), time.monotonic())
 
     def __repr__(self) -> str:  # never the token
         return f"AdminApi(token={'set' if self._token else 'unset'})"
@@ -265,7 +377,12 @@ class AdminApi:
     def register(self) -> None:
         api, app = self, self.app
         route = app.table_route(table=self.decider.request_store.state_table, match_info="deployment_id")
-        cast(Any, app.web).web_app.middlewares.append(json_errors)  # the aiohttp driver's application
+        cast(Any, app.web).web_app.middlewares.append(json_errors(self._token))  # the aiohttp driver's application
+
+        async def local(view: Any, request: Any, deployment_id: str) -> Any:
+            return await api.answer(view, api.deployment(deployment_id))
+
+        routed: Any = route(local)  # Faust's type knows no match_info arguments
 
         @app.page("/cooldowns", name="cooldowns")
         class Cooldowns(View):
@@ -282,17 +399,48 @@ class AdminApi:
 
         @app.page("/deployments/{deployment_id}", name="deployment")
         class Deployment(View):
-            @route  # type: ignore[arg-type]  # Faust's type knows no match_info arguments
             async def get(self, request: Any, deployment_id: str) -> Any:
-                return await api.answer(self, api.deployment(deployment_id))
+                try:
+                    known = api.decider.registry.policy.registry.get(deployment_id) is not None
+                    check_name(deployment_id, "deployment_id", known)
+                    api.check_assigned()
+                    return await routed(self, request, deployment_id=deployment_id)
+                except ApiError as exc:
+                    return api_error_response(exc)
+                except (TypeError, KeyError, ServiceUnavailable):  # Faust has no partition map yet
+                    return api_error_response(ApiError(503, STARTING))
+
+    def check_assigned(self) -> None:
+        """503 until this worker has partitions: before that Faust cannot tell which worker owns an id."""
+        try:
+            assigned = bool(self.app.consumer.assignment()) and not self.app.rebalancing
+        except Exception:  # the consumer is not even started
+            assigned = False
+        if not assigned:
+            raise ApiError(503, STARTING, retry_after=1.0)
 
     async def answer(self, view: Any, work: Awaitable[tuple[int, Any]]) -> Any:
         try:
             status, body = await work
         except ApiError as exc:
-            headers = {"WWW-Authenticate": 'Bearer realm="coolant"'} if exc.status == 401 else None
-            return view.error(exc.status, exc.message, headers=headers)
+            return api_error_response(exc)
         return view.bytes(orjson.dumps(body), content_type="application/json", status=status)
+
+    def _write_allowed(self) -> None:
+        wait = self.bucket.take(time.monotonic())
+        if wait:
+            metrics.ADMIN_THROTTLED.inc()
+            raise ApiError(429, "too many admin writes; retry later", retry_after=wait)
+
+    async def _body(self, request: Any) -> bytes:
+        if request.content_length is not None and request.content_length > MAX_BODY:
+            raise ApiError(413, f"body larger than {MAX_BODY} bytes")
+        body = bytearray()
+        async for chunk in request.content.iter_chunked(4096):
+            body += chunk
+            if len(body) > MAX_BODY:
+                raise ApiError(413, f"body larger than {MAX_BODY} bytes")
+        return bytes(body)
 
     def _redis(self) -> redis_asyncio.Redis:
         if self.redis is None:
@@ -324,17 +472,43 @@ class AdminApi:
 
     async def cool(self, request: Any) -> tuple[int, Any]:
         check_token(request.headers.get("Authorization"), self._token)
-        req = parse_manual(await request.read())
+        self._write_allowed()
+        req = parse_manual(await self._body(request))
         cd = manual_cooldown(req, self.decider.registry.policy.registry, self.clock(), f"manual-{uuid.uuid4().hex}")
         fut = await self.decider.cooldowns.send(key=cd.deployment_id.encode(), value=encode(cd))
         await fut  # durable before we say so
         metrics.COOLDOWNS.labels(cd.model_group, cd.reason).inc()
         metrics.cooled_down(cd)
         log.info("manual cooldown %s: %s until %.3f", cd.event_id, cd.deployment_id, cd.until)
+        if self.redis is not None and not await self._until_materialized(self.redis, cd):
+            log.warning("manual cooldown %s not in Redis after %g s (materializer behind?)", cd.event_id,
+                        MATERIALIZE_WAIT)
         return 202, to_dict(cd)
+
+    async def _until_materialized(self, client: redis_asyncio.Redis, cd: Cooldown) -> bool:
+        """Waits until Redis holds `cd` (see `materialized`), so a DELETE after this answer always releases it."""
+        keys = [detail_key(self.key_prefix, cd.deployment_id), cooldown_key(self.key_prefix, cd.deployment_id)]
+        deadline = time.monotonic() + MATERIALIZE_WAIT
+        delay = 0.005
+        while True:
+            try:
+                detail, value = await client.mget(keys)
+                if materialized(cd, decoded_cooldown(detail), litellm_end(value)):
+                    return True
+            except (RedisError, OSError):
+                pass  # the materializer retries too; answer at the deadline
+            if time.monotonic() >= deadline:
+                return False
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, 0.05)
 
     async def release(self, request: Any, deployment_id: str) -> tuple[int, Any]:
         check_token(request.headers.get("Authorization"), self._token)
+        known = self.decider.registry.policy.registry.get(deployment_id) is not None
+        check_name(deployment_id, "deployment_id", known)
+        if not known and request.query.get("force") not in ("1", "true"):
+            raise ApiError(404, f"unknown deployment {deployment_id!r} (add ?force=true to release it anyway)")
+        self._write_allowed()
         client = self._redis()
         try:  # K3: with a release marker, so the Redis repair does not write it back
             deleted = await repair.release(client, self.key_prefix, deployment_id, time.time())

@@ -62,6 +62,8 @@ class WorkerOptions:
     web_bind: str = "127.0.0.1"
     datadir: str = ".local/worker"
     materialize: bool = True
+    admin_rate: float = admin_api.WRITE_RATE
+    """Admin API writes per second (bursts of `admin_api.WRITE_BURST`); beyond it they answer 429."""
     admin_token: str | None = field(default=None, repr=False)
     """Bearer token of the admin API's writes; None turns them off. Kept out of repr so it is never logged."""
     session_timeout: float = 10.0
@@ -324,7 +326,7 @@ class Pipeline:
         app.conf.web_tables_enabled = False
         self.admin = admin_api.AdminApi(
             self.enforced, redis=None if sink is None else sink.client, key_prefix=cfg.runtime.redis.key_prefix,
-            token=opts.admin_token,
+            token=opts.admin_token, write_rate=opts.admin_rate,
         )
         self.admin.register()
         app.timer(LAG_INTERVAL, name="consumer-lag")(LagReporter(app).run)

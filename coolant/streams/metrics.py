@@ -49,6 +49,9 @@ REDIS_ERRORS = Counter(
     "coolant_redis_errors_total", "Redis errors; the write is retried and the record not acknowledged.",
     registry=REGISTRY,
 )
+ADMIN_THROTTLED = Counter(
+    "coolant_admin_throttled_total", "Admin API writes refused (429) by the per-worker rate limit.", registry=REGISTRY,
+)
 REGISTRY_UPDATES = Counter(
     "coolant_registry_updates_total", "Deployment records applied to the live registry.", ["action"],
     registry=REGISTRY,

@@ -289,3 +289,80 @@ async def test_deployment_route_reaches_the_owner(case: Case, kafka_bootstrap: s
                    lambda: "\n".join(problems[:10]) + "\n" + case.logs())
     urls = {f"http://127.0.0.1:{w.web_port}" for w in (a, b)}
     assert set().union(*owners.values()) == urls, owners  # each worker owns some deployments
+
+
+async def test_admin_api_refuses_abuse_and_a_delete_after_a_post_always_releases_it(
+    case: Case, kafka_bootstrap: str, redis_url: str
+) -> None:
+    """Issue 16 §4: ids checked, unknown ones need force, JSON errors (413 too), Faust's pages behind the token,
+    and POST then DELETE 100 times: every DELETE releases, and the cooldown never appears afterwards."""
+    w = await case.worker("a", kafka_bootstrap, redis_url=redis_url, env={"COOLANT_ADMIN_TOKEN": TOKEN},
+                          extra_args=("--admin-rate", "1000"))
+    await w.wait_ready()
+    status, data, _ = await call(w, "POST", "/cooldowns", raw=b'{"deployment_id": "' + b"x" * 900_000 + b'"}',
+                                 token=TOKEN)
+    assert status == 413 and "error" in data, data
+    for bad in ("a/b", "../x", "a\x00b", "y" * 10_000):
+        body = {"deployment_id": bad, "model_group": "grp-0", "cooldown_time": 5, "force": True}
+        status, data, _ = await call(w, "POST", "/cooldowns", body, token=TOKEN)
+        assert status == 400 and "deployment_id" in data["error"], (bad[:20], data)
+    unknown = {"deployment_id": "not-in-the-registry", "model_group": "grp-x", "cooldown_time": 30}
+    status, data, _ = await call(w, "POST", "/cooldowns", unknown, token=TOKEN)
+    assert status == 404 and "force" in data["error"], data
+    status, data, _ = await call(w, "POST", "/cooldowns", {**unknown, "force": True}, token=TOKEN)
+    assert status == 202, data
+    status, data, _ = await call(w, "DELETE", "/cooldowns/not-in-the-registry", token=TOKEN)
+    assert status == 404 and "force" in data["error"], data
+    status, data, _ = await call(w, "DELETE", "/cooldowns/not-in-the-registry?force=true", token=TOKEN)
+    assert status == 200, data
+    status, data, _ = await call(w, "GET", "/deployments/" + "z" * 300)
+    assert status == 400 and "deployment_id" in data["error"], data
+    for path in ("/router/", "/router/topics", "/"):
+        status, data, _ = await call(w, "GET", path)
+        assert status == 401 and "token" in data["error"], (path, data)
+        status, _, _ = await call(w, "GET", path, token=TOKEN)
+        assert status == 200, path
+
+    client = Redis.from_url(redis_url)
+    key = f"{case.key_prefix}deployment:dep-07:cooldown"
+    try:
+        for i in range(100):
+            status, data, _ = await call(w, "POST", "/cooldowns", {"deployment_id": "dep-07", "cooldown_time": 300},
+                                         token=TOKEN)
+            assert status == 202, (i, data)
+            status, data, _ = await call(w, "DELETE", "/cooldowns/dep-07", token=TOKEN)
+            assert status == 200 and data["released"], (i, data)
+            assert await client.get(key) is None, i
+        await wait_caught_up(kafka_bootstrap, case.app_id, case.cooldowns, on_timeout=case.logs)
+        assert await client.get(key) is None, "a released cooldown was written after its DELETE"
+    finally:
+        await client.aclose()
+
+
+async def test_admin_api_during_start_up_and_its_write_rate_limit(case: Case, kafka_bootstrap: str) -> None:
+    """Issue 17 §5: GET /deployments/<id> answers 503 with a JSON body until partitions are assigned (never a 500);
+    issue 16 §4: writes beyond the rate limit are 429 with Retry-After."""
+    w = await case.worker("a", kafka_bootstrap, env={"COOLANT_ADMIN_TOKEN": TOKEN}, extra_args=("--admin-rate", "0.01"))
+    seen: list[tuple[int, Any]] = []
+
+    async def answered() -> bool:
+        w._assert_alive()
+        try:
+            status, data, headers = await call(w, "GET", "/deployments/dep-00")
+        except OSError:  # the web server is not listening yet
+            return False
+        seen.append((status, data))
+        if status == 503:
+            assert "error" in data and headers.get("Retry-After"), (data, headers)
+        return status != 503
+
+    await wait_for(answered, "GET /deployments/dep-00 after start-up", 120, 0.05, case.logs)
+    assert seen[0][0] == 503 and "starting" in seen[0][1]["error"], seen[:3]
+    assert {s for s, _ in seen} <= {503, 200}, seen  # dep-00 is in the registry: 200 once assigned, never a 500
+
+    for i in range(20):  # the burst (no Redis: each is a 503 after the limiter counted it)
+        status, data, _ = await call(w, "DELETE", "/cooldowns/dep-00", token=TOKEN)
+        assert status == 503, (i, data)
+    status, data, headers = await call(w, "DELETE", "/cooldowns/dep-00", token=TOKEN)
+    assert status == 429 and "error" in data and int(headers["Retry-After"]) >= 1, (data, headers)
+    assert await w.metric("coolant_admin_throttled_total") == 1

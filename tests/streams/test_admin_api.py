@@ -14,14 +14,19 @@ from coolant.processors.policy import Policy
 from coolant.processors.state import HealthState, PathState
 from coolant.schemas import Cooldown, Window, decode, encode
 from coolant.streams.admin_api import (
+    FAUST_PAGES,
     HISTORY_KEEP,
     MAX_MANUAL_SECONDS,
     ApiError,
     ManualRequest,
+    TokenBucket,
+    check_name,
     check_token,
     deployment_view,
     history_add,
+    litellm_end,
     manual_cooldown,
+    materialized,
     parse_manual,
 )
 
@@ -132,8 +137,10 @@ def test_manual_cooldown_refusals() -> None:
     assert status_of(manual_cooldown, ManualRequest("d1", until=NOW), reg, NOW, "m")[0] == 400
     too_long = ManualRequest("d1", cooldown_time=MAX_MANUAL_SECONDS + 1)
     assert status_of(manual_cooldown, too_long, reg, NOW, "m")[0] == 400
-    # an id the registry lacks can be cooled by naming its group; a known one's own group is accepted
-    assert manual_cooldown(ManualRequest("nope", "h", cooldown_time=5), reg, NOW, "m").model_group == "h"
+    # an id the registry lacks can be cooled by naming its group and forcing it; a known one's own group is accepted
+    assert status_of(manual_cooldown, ManualRequest("nope", "h", cooldown_time=5), reg, NOW, "m")[0] == 404
+    forced = ManualRequest("nope", "h", cooldown_time=5, force=True)
+    assert manual_cooldown(forced, reg, NOW, "m").model_group == "h"
     assert manual_cooldown(ManualRequest("d1", "g", cooldown_time=5), reg, NOW, "m").model_group == "g"
 
 
@@ -210,3 +217,63 @@ def test_every_route_is_in_the_openapi_file_and_back(routes: set[tuple[str, str]
 def test_faust_table_dump_pages_are_off(routes: set[tuple[str, str]]) -> None:
     """/table/... would serve the raw state tables to anyone; the admin API is the way in."""
     assert not [r for r in routes if r[0].startswith("/table")]
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Issue 16: ids, force, rate limit, ordering
+
+
+@pytest.mark.parametrize("bad", ["", "x" * 257, "a/b", "../etc", "..", "a\x00b", "a b", "a\nb", "é", '"q"', "-lead"])
+def test_unknown_ids_must_be_plain(bad: str) -> None:
+    assert status_of(check_name, bad, "deployment_id", False)[0] == 400
+    forced = ManualRequest(bad, "h", cooldown_time=5, force=True)
+    assert status_of(manual_cooldown, forced, policy().registry, NOW, "m")[0] == 400
+
+
+@pytest.mark.parametrize("good", ["d1", "a" * 256, "azure-eu:gpt4o@2024.05", "3f2a" * 16, "x_y+z=1~2"])
+def test_plain_ids_pass(good: str) -> None:
+    check_name(good, "deployment_id", False)
+
+
+def test_registry_ids_may_hold_any_characters_but_not_any_length() -> None:
+    check_name("azure/gpt 4o", "deployment_id", True)
+    assert status_of(check_name, "a" * 257, "deployment_id", True)[0] == 400
+
+
+def test_unknown_model_group_is_checked_too() -> None:
+    req = ManualRequest("new-dep", "grp/../x", cooldown_time=5, force=True)
+    assert status_of(manual_cooldown, req, policy().registry, NOW, "m") == (
+        400, "model_group: only letters, digits and . _ : @ + = ~ - (starting with a letter or digit)")
+
+
+def test_force_and_long_ids_in_the_body() -> None:
+    assert parse_manual(b'{"deployment_id": "n", "model_group": "h", "cooldown_time": 5, "force": true}').force
+    assert status_of(parse_manual, b'{"deployment_id": "n", "cooldown_time": 5, "force": 1}')[0] == 400
+    long_id = orjson.dumps({"deployment_id": "x" * 900_000, "cooldown_time": 5})
+    assert status_of(parse_manual, long_id) == (400, "deployment_id: 1 to 256 characters")
+
+
+def test_token_bucket() -> None:
+    bucket = TokenBucket(rate=2.0, burst=3, now=0.0)
+    assert [bucket.take(0.0) for _ in range(3)] == [0.0, 0.0, 0.0]
+    assert bucket.take(0.0) == pytest.approx(0.5)
+    assert bucket.take(0.5) == 0.0  # one more after half a second at 2/s
+    assert bucket.take(0.5) > 0
+    assert bucket.take(100.0) == 0.0 and bucket.tokens == pytest.approx(2.0)  # refills up to the burst only
+
+
+def test_materialized_means_redis_shows_this_cooldown_or_a_longer_one() -> None:
+    cd = manual_cooldown(ManualRequest("d1", cooldown_time=60), policy().registry, NOW, "manual-1")
+    other = manual_cooldown(ManualRequest("d1", cooldown_time=30), policy().registry, NOW, "manual-0")
+    assert materialized(cd, cd, None)
+    assert not materialized(cd, None, None)
+    assert not materialized(cd, other, NOW + 30)  # a shorter one in force: ours is not written yet
+    assert materialized(cd, other, NOW + 60)  # one ending no earlier: ours was rightly skipped
+    assert litellm_end(orjson.dumps({"timestamp": NOW, "cooldown_time": 60})) == NOW + 60
+    assert litellm_end(b"{'timestamp': 1, 'cooldown_time': 2}") is None
+    assert litellm_end(None) is None
+
+
+def test_faust_pages_are_recognized() -> None:
+    assert all(FAUST_PAGES.fullmatch(p) for p in ("/", "/router", "/router/", "/router/topics", "/router/t/k/"))
+    assert not any(FAUST_PAGES.fullmatch(p) for p in ("/cooldowns", "/healthz", "/metrics", "/routerx"))
