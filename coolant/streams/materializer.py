@@ -41,7 +41,10 @@ TRANSIENT_ERRORS: Final = (ConnectionError, TimeoutError, BusyLoadingError)
 
 _INITIAL_BACKOFF: Final = 0.1
 
-# KEYS: cooldown key, detail key. ARGV: LiteLLM value, detail value, until in ms (ceiling), until in s (repr).
+# KEYS: cooldown key, detail key, release marker. ARGV: LiteLLM value, detail value, until in ms (ceiling),
+# until in s (repr), the cooldown's start ts (repr).
+# A cooldown that started at or before the deployment's last admin release (K3) is not written: checked here, in
+# the same script, so neither the materializer nor the repair can write one back after a DELETE returned.
 # The existing entry may be JSON (ours, or LiteLLM's async writer) or a Python literal (LiteLLM's sync writer
 # stores str(dict), whose last two items are always timestamp and cooldown_time); anything else is replaced.
 # An entry byte-identical to ours is the same decision (a pod's fast path wrote it first): written again, so the
@@ -51,6 +54,8 @@ local t = redis.call('TIME')
 local now = tonumber(t[1]) + tonumber(t[2]) / 1000000
 local until_s = tonumber(ARGV[4])
 if until_s <= now then return 0 end
+local released = tonumber(redis.pcall('GET', KEYS[3]))
+if released ~= nil and tonumber(ARGV[5]) <= released then return 0 end
 local raw = redis.pcall('GET', KEYS[1])
 if type(raw) == 'string' then
   local ts, ct
@@ -149,6 +154,11 @@ def detail_key(prefix: str, deployment_id: str) -> str:
     return f"{prefix}coolant:cooldown:{deployment_id}"
 
 
+def released_key(prefix: str, deployment_id: str) -> str:
+    """K3: when the admin API last released the deployment's cooldown (epoch seconds)."""
+    return f"{prefix}coolant:released:{deployment_id}"
+
+
 def health_key(prefix: str) -> str:
     return f"{prefix}{HEALTH_KEY}"
 
@@ -218,13 +228,16 @@ class RedisSink:
 
     async def write(self, cd: Cooldown) -> bool:
         """True if written; False if the rule skipped it (already over, or a later-ending entry is in force)."""
-        keys = [cooldown_key(self.key_prefix, cd.deployment_id), detail_key(self.key_prefix, cd.deployment_id)]
+        dep = cd.deployment_id
+        prefix = self.key_prefix
+        keys = [cooldown_key(prefix, dep), detail_key(prefix, dep), released_key(prefix, dep)]
         # the ceiling, so the key never expires before `until` (PXAT in the past would delete it at once)
         args: list[bytes | str] = [
             litellm_value(cd),
             encode(cd),
             str(math.ceil(cd.until * 1000)),
             repr(float(cd.until)),
+            repr(float(cd.ts)),
         ]
         started = time.perf_counter()
         written = bool(await self._cooldown(keys=keys, args=args))

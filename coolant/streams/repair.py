@@ -24,7 +24,7 @@ import redis.asyncio as redis_asyncio
 
 from coolant.schemas import Cooldown, InvalidRecord, from_dict
 from coolant.schemas.types import DURATION_MAX
-from coolant.streams.materializer import TRANSIENT_ERRORS, RedisSink, cooldown_key, detail_key
+from coolant.streams.materializer import TRANSIENT_ERRORS, RedisSink, cooldown_key, detail_key, released_key
 
 log = logging.getLogger(__name__)
 
@@ -35,10 +35,6 @@ FULL_EVERY: Final = 60.0
 RELEASE_KEEP: Final = int(DURATION_MAX) + 86_400
 """K3: how long a release marker is kept: longer than any cooldown a record can ask for (B3)."""
 _BATCH: Final = 200
-
-
-def released_key(prefix: str, deployment_id: str) -> str:
-    return f"{prefix}coolant:released:{deployment_id}"
 
 
 async def release(client: redis_asyncio.Redis, prefix: str, deployment_id: str, now: float) -> int:
