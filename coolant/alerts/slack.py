@@ -11,6 +11,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from coolant.alerts.recovery import Pending
+from coolant.processors.redact import redact
 from coolant.schemas import Cooldown, HealthTransition
 
 Payload = dict[str, Any]
@@ -38,7 +39,10 @@ def code(text: str) -> str:
 
 
 def exception_text(exception_type: str | None, received: str) -> str:
-    """The readable head of masked text (the `*` tail says nothing), with the type when it adds something."""
+    """The readable head of masked text (the `*` tail says nothing), with the type when it adds something.
+
+    Redacted again (S1): the records on the topic already are, unless written by an older version or by hand."""
+    received, exception_type = redact(received), None if exception_type is None else redact(exception_type)
     head = received.rstrip("*") + ("…" if received.endswith("*") else "")
     if len(head) > _EXCEPTION_WIDTH:
         head = head[: _EXCEPTION_WIDTH - 1] + "…"

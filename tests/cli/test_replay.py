@@ -202,6 +202,29 @@ def test_malformed_lines_are_reported_and_the_run_continues(tmp_path: Path) -> N
         assert f"malformed.jsonl:{n}:" not in stderr
 
 
+def test_hostile_lines_are_reported_and_the_run_continues(tmp_path: Path) -> None:
+    """P2 (docs/input-bounds.md): a recursion bomb, even in an unknown field, or a ts in milliseconds is one
+    reported line; the records around it are decided as without it."""
+    good = [json.loads(raw) for raw in TRAFFIC.read_bytes().splitlines()[:300]]
+    clean = tmp_path / "clean.jsonl"
+    clean.write_text("".join(json.dumps(r) + "\n" for r in good))
+    bombs = [
+        b"[" * 10_000 + b"]" * 10_000,
+        json.dumps({**good[0], "event_id": "bomb", "x": 0}).encode().replace(b'"x": 0', b'"x": ' + b"[" * 10_000
+                                                                             + b"]" * 10_000),
+        json.dumps({**good[0], "event_id": "ms", "ts": good[0]["ts"] * 1000}).encode(),
+    ]
+    hostile = tmp_path / "hostile.jsonl"
+    body = [json.dumps(r).encode() for r in good]
+    hostile.write_bytes(b"\n".join(body[:100] + bombs + body[100:]) + b"\n")
+    want, got = run(clean, "--config", CONFIG), run(hostile, "--config", CONFIG)
+    assert want.exit_code == got.exit_code == 0
+    assert got.stdout_bytes == want.stdout_bytes
+    stderr = unwrap(got.stderr)
+    for n, says in ((101, "nested deeper"), (102, "nested deeper"), (103, "milliseconds")):
+        assert f"hostile.jsonl:{n}:" in stderr and says in stderr
+
+
 def test_invalid_samples_show_no_raw_markup(tmp_path: Path) -> None:
     result = run(malformed_file(tmp_path), "--config", CONFIG)
     assert result.exit_code == 0

@@ -67,8 +67,10 @@ def sample_lines() -> tuple[list[bytes], list[int]]:
         b'"exception_received":"","trigger_event_id":"t","window":{"start":0.0,"successes":0,"failures":0}}',
         b"   ",
         outcome_line(99, 1.0, future_field={"kept": True}),  # unknown fields are kept as written
+        b"[" * 10_000 + b"]" * 10_000,  # B1: reported like any invalid line, not a RecursionError
+        outcome_line(98, 1767225600000.0),  # B2: milliseconds
     ]
-    invalid = [14, 15, 16, 17]
+    invalid = [14, 15, 16, 17, 20, 21]
     return lines, invalid
 
 
@@ -109,7 +111,7 @@ def test_publish_sends_valid_lines_and_reports_invalid_ones(kafka_bootstrap: str
     assert sum(expected.values()) == 14
     assert read_back(kafka_bootstrap, topics, 14) == expected
     summary = "".join(result.stderr.split())
-    assert "14recordssent" in summary and "invalidlines4" in summary
+    assert "14recordssent" in summary and "invalidlines6" in summary
     assert f"{topics.outcomes}11" in summary and f"{topics.health}2" in summary and f"{topics.deployments}1" in summary
 
 
