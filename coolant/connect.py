@@ -287,8 +287,9 @@ def safe_url(url: str) -> str:
         netloc = parts.netloc
         if "@" in netloc:
             user, _, host = netloc.rpartition("@")
-            name = user.partition(":")[0]
-            netloc = f"{name}:***@{host}" if ":" in user or name else f"***@{host}"
+            name, colon, _ = user.partition(":")
+            # `redis://secret@host` is often meant as a password: without a colon the whole userinfo is hidden
+            netloc = f"{name}:***@{host}" if colon else f"***@{host}"
         query = urlencode(
             [(k, "***" if _secret_param(k) else v) for k, v in parse_qsl(parts.query, keep_blank_values=True)],
             safe="*",
