@@ -250,18 +250,25 @@ VECTORS_6_1 = [
 ]
 
 W1_RECORDS = [r(500, at=t) for t in (50, 51, 52, 53, 61)]
+W4_RECORDS = [r(500, at=t) for t in (56, 57, 58, 59, 60.0)]
+W6_RECORDS = [r(500, at=t) for t in (50, 51, 52, 53, 61, 62, 54)]
+COUNTERS_OFF = {"co.litellm_counters": False}
+K4_LEAD = [success(at=t) for t in (0, 1, 2, 3, 4)] + [r(500, at=t) for t in (55, 56, 57, 58, 59)]
 W11_RECORDS = [r(500, attempt=a, final=False) for a in range(4)] + [r(500, attempt=4, final=True)]
 XV10_DATE = formatdate(T0 + 30 + 3600, usegmt=True)  # "Fri, 15 Jan 2027 09:00:30 GMT"
 
 VECTORS_6_2 = [
-    V("W1", 2, {}, None, W1_RECORDS, [NO] * 4 + [no(counts=(0, 1))], "D1: LiteLLM cools the 5th"),
+    V("W1", 2, {}, None, W1_RECORDS, [NO] * 4 + [fr(5, window=(50, 0, 5))],
+        "D7 (was D1 '— ×5'): LiteLLM's counters cool the 5th, as LiteLLM does"),
     V("W2", 2, SLIDING, None, W1_RECORDS, [NO] * 4 + [fr(5, window=(None, 0, 5))], "X1"),
     V("W3", 2, SLIDING, None, [r(500, at=t) for t in (0, 1, 2, 3, 70)], [NO] * 5, "X1: old buckets left the window"),
-    V("W4", 2, {}, None, [r(500, at=t) for t in (56, 57, 58, 59, 60.0)], [NO] * 5, "D1: T0+60 opens a new window"),
+    V("W4", 2, {}, None, W4_RECORDS, [NO] * 4 + [fr(5, window=(56, 0, 5))],
+        "D7 (was D1 '— ×5'): the window resets at T0+60, LiteLLM's counters do not"),
     V("W5", 2, {}, None, [r(500, at=t) for t in (40, 41, 42, 43, 5)],
         [NO] * 4 + [fr(5, until=10, window=(0, 0, 5), fields={"ts": T0 + 5})], "late, same window"),
-    V("W6", 2, {}, None, [r(500, at=t) for t in (50, 51, 52, 53, 61, 62, 54)],
-        [NO] * 6 + [fr(5, window=(0, 0, 5))], "late, previous window"),
+    V("W6", 2, {}, None, W6_RECORDS, [NO] * 4 + [fr(5, until=66, window=(50, 0, 5)),
+        fr(5, until=67, window=(50, 0, 6)), no("absorbed")],
+        "D7 (was '— ×6, then failure_rate window T0: 0/5'): the counters cool at T0+61; the late one is absorbed"),
     V("W7", 2, {}, None, [success(at=400), r(401, at=30)], [NO, no("late")], "L1"),
     V("W8", 2, {}, None, [success(at=200), r(401, at=30)], [NO, nr(5, until=35)], "L1"),
     V("W9", 2, {}, "0/3", [r(500, event_id="e5"), r(500, event_id="e5"), r(500, event_id="e6")],
@@ -291,14 +298,34 @@ VECTORS_6_2 = [
     ], "X5"),
     V("XV12", 1, {"co.thresholds.outage_min_requests": 100}, "0/99", [r(500)], [to(5)], "X5"),
 ]
+
+# docs/windows.md §3: D7, LiteLLM's own counters kept fleet-wide. K1-K3 are W1, W4 and W6 as they were before D7.
+VECTORS_D7 = [
+    V("K1", 2, COUNTERS_OFF, None, W1_RECORDS, [NO] * 4 + [no(counts=(0, 1))], "D1 alone: the 5th is not cooled"),
+    V("K2", 2, COUNTERS_OFF, None, W4_RECORDS, [NO] * 5, "D1 alone: T0+60 opens a new window"),
+    V("K3", 2, COUNTERS_OFF, None, W6_RECORDS, [NO] * 6 + [fr(5, window=(0, 0, 5))], "D1 alone: late, previous window"),
+    V("K4", 2, {}, None,
+        K4_LEAD + [r(500, at=60)], [NO] * 10 + [fr(5, window=(55, 0, 6), counts=(0, 1))],
+        "K3: the successes' counter reads 0 from its anchor + 60 on (5/10 at T0+59 is not > 50 %)"),
+    V("K5", 2, {}, None,
+        [success(at=t) for t in (50, 60, 61, 62, 63, 64)] + [r(500, at=t) for t in (110, 111, 112, 113, 114)],
+        [NO] * 10 + [fr(5, window=(110, 0, 5), counts=(5, 5))],
+        "K2: anchored at the first success, not refreshed; the window (5/5) would wait for a 6th failure"),
+    V("K6", 2, {}, None, [r(500, at=t) for t in (0, 1, 2, 3, 60)], [NO] * 5,
+        "K2: the failures' counter has its own 60 s; at T0+60 it starts again at 1"),
+    V("K7", 2, {}, None, K4_LEAD + [r(401, at=60)], [NO] * 10 + [fr(5, window=(55, 0, 6), counts=(0, 1))],
+        "D7: V2.3 on the counters ranks before V2.4 (the window alone says non_retryable)"),
+    V("K8", 2, COUNTERS_OFF, None, K4_LEAD + [r(500, at=60)], [NO] * 11, "D1 alone: K4 without the counters"),
+]
 # fmt: on
 
-VECTORS = VECTORS_6_1 + VECTORS_6_2
+VECTORS = VECTORS_6_1 + VECTORS_6_2 + VECTORS_D7
 
 
 def test_the_table_covers_every_vector_of_section_6() -> None:
     ids = [v.id for v in VECTORS]
     expected = [f"v{i:03d}" for i in range(1, 129)] + [f"W{i}" for i in range(1, 13)] + [f"XV{i}" for i in range(1, 13)]
+    expected += [f"K{i}" for i in range(1, 9)]
     assert ids == expected
 
 

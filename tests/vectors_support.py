@@ -321,7 +321,8 @@ def window_counts(engine: Engine, fed: Sequence[Outcome | Health], deployment_id
     the window's counts, plus itself, in its cooldown record.
     """
     o = engine.policy.options
-    co = {"co.window": o.window, "co.count_attempts": o.count_attempts, "co.late_after": o.late_after}
+    co = {"co.window": o.window, "co.count_attempts": o.count_attempts, "co.late_after": o.late_after,
+          "co.litellm_counters": False}  # the window's counts, not D7's (which would rank first for the 401)
     entry = engine.policy.registry.get(deployment_id)
     assert entry is not None
     probe_engine = Engine(_probe_policy(engine.policy.registry.size(entry.model_group), json.dumps(co)))

@@ -86,8 +86,10 @@ def decide(
     failure: Failure,
     duration: float,
     window: Window,
+    counters: Window | None = None,
 ) -> Candidate | str:
-    """M1-M4 then V2 or V1. `window` holds the V2 counts; V1 uses its own counters."""
+    """M1-M4 then V2 or V1. `window` holds the V2 counts, `counters` the D7 view (None: off or health path);
+    V1 uses its own counters."""
     group = entry.model_group
     status = failure.status
     assert status is not None  # the gate stopped null statuses
@@ -99,19 +101,38 @@ def decide(
     router = policy.router
     if router.allowed_fails is not None or router.allowed_fails_policy is not None:
         return _router_v1(policy, entry, ps, failure, duration)
-    reason = v2_reason(policy.options, status, single, window.successes, window.failures)
+    o = policy.options
+    reason = v2_reason(o, status, single, window.successes, window.failures)
+    if counters is not None and reason in _NOT_BY_COUNTS:
+        # D7: V2.2 and V2.3 also hold on LiteLLM's own counters; the window view was checked first, so every
+        # decision it makes is unchanged, window included.
+        by_counts = count_reason(o, single, counters.successes, counters.failures)
+        if by_counts is not None:
+            return Candidate(by_counts, duration, counters)
     return Candidate(reason, duration, window) if reason is not None else "below_threshold"
 
 
-def v2_reason(o: Options, status: int, single: bool, s: int, f: int) -> Reason | None:
-    """V2.1-V2.5, the first rule that matches."""
+_NOT_BY_COUNTS = (None, "non_retryable")
+"""What `v2_reason` gives when neither V2.2 nor V2.3 held (nor V2.1)."""
+
+
+def count_reason(o: Options, single: bool, s: int, f: int) -> Reason | None:
+    """V2.2 then V2.3 on one view of the counts."""
     n = s + f
-    if status == 429 and not single:
-        return "rate_limited"
     if f == n and n >= o.outage_min_requests:
         return "total_outage"
     if not single and n >= o.min_requests and _over_rate(f, n, o.failure_rate):
         return "failure_rate"
+    return None
+
+
+def v2_reason(o: Options, status: int, single: bool, s: int, f: int) -> Reason | None:
+    """V2.1-V2.5, the first rule that matches."""
+    if status == 429 and not single:
+        return "rate_limited"
+    by_counts = count_reason(o, single, s, f)
+    if by_counts is not None:
+        return by_counts
     if not retryable(status):
         return "non_retryable"
     return None

@@ -16,7 +16,7 @@ from coolant.processors.categories import exception_name
 from coolant.processors.decide import Candidate, Failure, decide, gate
 from coolant.processors.duration import request_duration, router_duration
 from coolant.processors.emit import admit, build
-from coolant.processors.policy import DeploymentEntry, Options, Policy
+from coolant.processors.policy import COUNTER_TTL, DeploymentEntry, Options, Policy
 from coolant.processors.state import DeploymentState, HealthState, PathState
 from coolant.schemas import Cooldown, Health, Outcome, Record, Window
 
@@ -84,10 +84,23 @@ def step_outcome(policy: Policy, ps: PathState, rec: Outcome) -> Step:
         ps.windows[k] = [1, 0] if ok else [0, 1]
     else:
         cell[not ok] += 1
+    counters = o.litellm_counters
     if ok:
+        if counters:  # LC2: LiteLLM's `<id>:successes`, anchored at its first increment
+            if ts >= ps.s_anchor + COUNTER_TTL:
+                ps.s_anchor = ts
+                ps.s_count = 1
+            else:
+                ps.s_count += 1
         if ps.probation:
             ps.probation = False  # X7.2: a success ends probation
         return COUNTED if o.quota is None else _quota_step(policy, ps, rec)
+    if counters:  # LC2: LiteLLM's `<id>:fails`, counted before the decision reads it, as LiteLLM does
+        if ts >= ps.f_anchor + COUNTER_TTL:
+            ps.f_anchor = ts
+            ps.f_count = 1
+        else:
+            ps.f_count += 1
     failure = Failure(429, "RateLimitError", ts) if pre_call else Failure(
         rec.status_code, exception_name(rec.exception_type), ts
     )
@@ -100,7 +113,8 @@ def step_outcome(policy: Policy, ps: PathState, rec: Outcome) -> Step:
         return Step(skip)
     assert entry is not None
     start, s, f = windows.counts(ps, ts, width)
-    verdict = decide(policy, entry, ps, failure, duration, Window(start, s, f))
+    view = windows.litellm_counts(ps, ts) if counters else None
+    verdict = decide(policy, entry, ps, failure, duration, Window(start, s, f), view)
     if isinstance(verdict, str):
         if not (verdict == "below_threshold" and ps.probation and _on_probation(o, ps, ts)):
             return Step(verdict)

@@ -53,6 +53,12 @@ class PathState:
     """Health path only: the latest probe's verdict (H1)."""
     probation: bool = False
     """X7: a backed-off cooldown was emitted and no success has been seen since."""
+    s_anchor: float = NEG_INF
+    s_count: int = 0
+    f_anchor: float = NEG_INF
+    f_count: int = 0
+    """Request path only: LiteLLM's own per-deployment counters, kept fleet-wide in event time (D7, K1-K3):
+    successes and failures, each anchored at its own first increment and live for 60 s from it."""
 
     def to_dict(self) -> dict[str, Any]:
         """Everything but `seen`, which the live shell stores separately, as JSON-able data."""
@@ -65,10 +71,14 @@ class PathState:
             "gc_next": None if self.gc_next == NEG_INF else self.gc_next,
             "probe": None if self.probe is None else self.probe.to_dict(),
             "probation": self.probation,
+            "litellm": [_opt(self.s_anchor), self.s_count, _opt(self.f_anchor), self.f_count],
         }
 
     @classmethod
     def from_dict(cls, d: dict[str, Any], seen: MutableMapping[str, float] | None = None) -> PathState:
+        """The inverse of `to_dict`. A state stored before D7 has no "litellm" entry: its counters start empty,
+        so the first record after an upgrade anchors them (K1), as a restarted LiteLLM process would."""
+        sa, sc, fa, fc = d.get("litellm") or (None, 0, None, 0)
         return cls(
             NEG_INF if d["hw"] is None else d["hw"],
             {int(k): [s, f] for k, s, f in d["windows"]},
@@ -79,7 +89,15 @@ class PathState:
             NEG_INF if d["gc_next"] is None else d["gc_next"],
             None if (p := d.get("probe")) is None else HealthState(p["is_healthy"], p["timestamp"], p["reason"]),
             bool(d.get("probation", False)),
+            NEG_INF if sa is None else sa,
+            sc,
+            NEG_INF if fa is None else fa,
+            fc,
         )
+
+
+def _opt(t: float) -> float | None:
+    return None if t == NEG_INF else t
 
 
 @dataclass(slots=True)

@@ -1,13 +1,16 @@
-"""Event-time success/failure windows (spec D1 tumbling, X1 sliding) and their discard (L3).
+"""Event-time success/failure windows (spec D1 tumbling, X1 sliding), LiteLLM's counters (D7) and their discard (L3).
 
 State is `{slot index: [successes, failures]}` where a slot is a whole 60 s window (tumbling)
-or a 5 s bucket (sliding); `Options.slot_width` says which. The engine counts inline (hot path).
+or a 5 s bucket (sliding); `Options.slot_width` says which. The D7 counters are four fields of
+`PathState`. The engine counts both inline (hot path).
 """
 
 from __future__ import annotations
 
+from coolant.processors.policy import COUNTER_TTL
 from coolant.processors.policy import WINDOW_SECONDS as WINDOW
-from coolant.processors.state import PathState
+from coolant.processors.state import NEG_INF, PathState
+from coolant.schemas import Window
 
 
 def counts(ps: PathState, ts: float, width: int) -> tuple[float, int, int]:
@@ -26,6 +29,16 @@ def counts(ps: PathState, ts: float, width: int) -> tuple[float, int, int]:
     return float(first * width), s, f
 
 
+def litellm_counts(ps: PathState, ts: float) -> Window:
+    """K3: the counts one LiteLLM process would read at ts, had it seen the whole fleet's records.
+
+    Each counter is read as 0 once ts is 60 s or more past its anchor (LiteLLM evicts the key). The failure
+    counter was just incremented by the record being decided, so it is live. `start` is the earlier anchor.
+    """
+    live_s = ts < ps.s_anchor + COUNTER_TTL
+    return Window(min(ps.s_anchor, ps.f_anchor) if live_s else ps.f_anchor, ps.s_count if live_s else 0, ps.f_count)
+
+
 def discard(ps: PathState, late_after: float, width: int) -> None:
     """L3: drop windows, counters and seen ids no non-late record can touch. Never changes a result."""
     horizon = ps.hw - late_after
@@ -33,6 +46,11 @@ def discard(ps: PathState, late_after: float, width: int) -> None:
         del ps.windows[k]
     for name in [n for n, c in ps.counters.items() if c.expires <= horizon]:
         del ps.counters[name]
+    # D7 counters that no non-late record can read any more (the next increment re-anchors them anyway).
+    if ps.s_anchor + COUNTER_TTL <= horizon:
+        ps.s_anchor, ps.s_count = NEG_INF, 0
+    if ps.f_anchor + COUNTER_TTL <= horizon:
+        ps.f_anchor, ps.f_count = NEG_INF, 0
     # Ids arrive roughly in ts order and a dict keeps insertion order, so the expired ones are at
     # the front: stop at the first live one. A late id behind it stays a little longer, harmlessly.
     expired = []
