@@ -17,13 +17,15 @@ from dataclasses import dataclass
 from email.utils import formatdate
 from typing import Any
 
+import msgspec
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from vectors_support import STATUS_CLASS, T0, cooldown_json
 
 from coolant import schemas
 from coolant.config import parse_config
-from coolant.processors import Engine, Policy, Step
+from coolant.processors import Engine, Policy, Step, windows
+from coolant.processors.state import PathState
 
 STATUSES = [None, 200, 400, 401, 402, 403, 404, 408, 409, 429, 500, 502, 503]
 EXEMPT = {400, 403, 409, 422}
@@ -33,6 +35,8 @@ GROUP_NAMES = ["g1", "g2", "openai/*"]
 PRESETS: dict[str, dict[str, Any]] = {
     "default": {},
     "sliding": {"coolant": {"window": "sliding"}},
+    "counters_off": {"coolant": {"litellm_counters": False}},
+    "coalesce": {"coolant": {"recool_coalesce": 1}},
     "router_cooldown": {"router_settings": {"cooldown_time": 12}},
     "router_af": {"router_settings": {"allowed_fails": 2, "cooldown_time": 9}},
     "router_policy": {
@@ -304,3 +308,39 @@ def test_interleaving_deployments_does_not_change_their_cooldowns(case: Case, rn
         return dict(out)
 
     assert per_deployment(case.records) == per_deployment(merged)
+
+
+@SETTINGS
+@given(cases())
+def test_persisting_state_after_every_record_changes_nothing(case: Case) -> None:
+    """Live persists each PathState as JSON per batch (streams/pathstore.py): a round trip through
+    `to_dict`/`from_dict` after every record (D7's counters included) gives the same steps."""
+    policy = case.policy
+    engine = Engine(policy)
+    steps = []
+    for rec in case.records:
+        steps.append(step_json(engine.feed(rec)))
+        for st_ in engine.states.values():
+            for path in ("request", "health"):
+                ps = getattr(st_, path)
+                setattr(st_, path, PathState.from_dict(json.loads(json.dumps(ps.to_dict())), ps.seen))
+    assert steps == [step_json(s) for s in run(policy, case.records)]
+
+
+@SETTINGS
+@given(cases())
+def test_discarding_old_state_changes_nothing(case: Case) -> None:
+    """L3: the discard pass (windows, V1 counters, D7 counters, seen ids) never changes a result.
+
+    With unique event ids: a reused id with a later ts is a duplicate only while its first copy is remembered,
+    which L2 allows to differ."""
+    policy = case.policy
+    records = [msgspec.structs.replace(rec, event_id=f"u{i}") for i, rec in enumerate(case.records)]
+    expected = [step_json(s) for s in run(policy, records)]
+    original = windows.discard
+    windows.discard = lambda *args: None  # type: ignore[assignment]
+    try:
+        kept = [step_json(s) for s in run(policy, records)]
+    finally:
+        windows.discard = original
+    assert kept == expected

@@ -317,15 +317,29 @@ VECTORS_D7 = [
         "D7: V2.3 on the counters ranks before V2.4 (the window alone says non_retryable)"),
     V("K8", 2, COUNTERS_OFF, None, K4_LEAD + [r(500, at=60)], [NO] * 11, "D1 alone: K4 without the counters"),
 ]
+
+# docs/windows.md §4: X6, re-cool coalescing (opt-in).
+COALESCE = {"co.recool_coalesce": 1}
+VECTORS_X6 = [
+    V("XC1", 2, COALESCE, "0/4", [r(500, at=t) for t in (30, 30.4, 30.9, 31)],
+        [fr(5, until=35), no("absorbed"), no("absorbed"), fr(5, until=36)],
+        "X6: +0.4 and +0.9 are absorbed; +1 is not less than 1"),
+    V("XC2", 2, COALESCE, None, [r(429, at=30), r(429, at=35.5)], [rl(5, until=35), rl(5, until=40.5)],
+        "X6: the first cooldown has ended, so this is a new one"),
+    V("XC3", 2, COALESCE, None, [r(429, at=30), r(429, ra="17", at=32)], [rl(5, until=35), rl(17, until=49)],
+        "X6: vector 118's long extension still passes"),
+    V("XC4", 2, {**COALESCE, "co.recool": "overwrite"}, "0/4", [r(500, at=t) for t in (30, 30.4)],
+        [fr(5, until=35), fr(5, until=35.4)], "X6 applies to recool: extend only"),
+]
 # fmt: on
 
-VECTORS = VECTORS_6_1 + VECTORS_6_2 + VECTORS_D7
+VECTORS = VECTORS_6_1 + VECTORS_6_2 + VECTORS_D7 + VECTORS_X6
 
 
 def test_the_table_covers_every_vector_of_section_6() -> None:
     ids = [v.id for v in VECTORS]
     expected = [f"v{i:03d}" for i in range(1, 129)] + [f"W{i}" for i in range(1, 13)] + [f"XV{i}" for i in range(1, 13)]
-    expected += [f"K{i}" for i in range(1, 9)]
+    expected += [f"K{i}" for i in range(1, 9)] + [f"XC{i}" for i in range(1, 5)]
     assert ids == expected
 
 

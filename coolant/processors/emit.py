@@ -1,4 +1,4 @@
-"""From candidate to cooldown record: backoff (X2), re-cool (E2), the record itself (E3, E4)."""
+"""From candidate to cooldown record: backoff (X2), re-cool (E2, X8), the record itself (E3, E4)."""
 
 from __future__ import annotations
 
@@ -33,7 +33,7 @@ def backoff_duration(b: Backoff, ps: PathState, ts: float, duration: float) -> t
 def admit(
     o: Options, ps: PathState, ts: float, duration: float, *, backoff: bool = True
 ) -> tuple[float, float] | None:
-    """Backoff then E2 on the path state: (final duration, until), or None when absorbed.
+    """Backoff then E2 (and X8) on the path state: (final duration, until), or None when absorbed.
 
     `backoff=False` for durations the provider announced (X6), which backoff must not lengthen.
     """
@@ -41,8 +41,14 @@ def admit(
     if backoff and o.backoff is not None:
         duration, streak = backoff_duration(o.backoff, ps, ts, duration)
     until = ts + duration  # E1: computed once, in doubles
-    if o.recool == "extend" and ps.end is not None and until <= ps.end:
-        return None
+    end = ps.end
+    if o.recool == "extend" and end is not None:
+        if until <= end:
+            return None
+        # X8: while the cooldown is in force, an extension shorter than `recool_coalesce` is absorbed too.
+        coalesce = o.recool_coalesce
+        if coalesce is not None and ts < end and until - end < coalesce:
+            return None
     ps.end = until
     ps.streak = streak
     return duration, until
