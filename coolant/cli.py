@@ -144,6 +144,13 @@ def worker_command(
         typer.Option(min=1.0, help="Seconds the group waits for every worker to rejoin a rebalance before it drops "
                      "the slow ones; bounds how long a rebalance can stall the fleet."),
     ] = 20.0,
+    misrouted: Annotated[
+        str,
+        typer.Option(help="An input record on another partition than murmur2 of its deployment id gives (a "
+                     "publisher with another partitioner, e.g. librdkafka's CRC32 default) is counted "
+                     "(coolant_misrouted_total) and warned about, then `republish`ed to the right partition and "
+                     "decided there, or with `count` decided where it landed."),
+    ] = "republish",
     loglevel: Annotated[str, typer.Option("--loglevel", "-l", help="debug, info, warning or error.")] = "info",
     admin_rate: Annotated[
         float, typer.Option(min=0.01, help="Admin API writes per second this worker accepts (bursts of 20); more "
@@ -199,12 +206,15 @@ def worker_command(
     )
     shadow = load(shadow_config) if shadow_config is not None else None
     data_dir.mkdir(parents=True, exist_ok=True)  # Faust creates only the last level (a fresh container has no .local)
+    if misrouted not in ("republish", "count"):
+        raise typer.BadParameter(f"must be republish or count, got {misrouted!r}", param_hint="--misrouted")
     opts = WorkerOptions(
         app_id=app_id, partitions=partitions, web_port=rt.web_port, web_bind=web_bind, datadir=str(data_dir),
         materialize=materialize, admin_token=admin_token or None, admin_rate=admin_rate,
         session_timeout=session_timeout,
         heartbeat_interval=heartbeat_interval, rebalance_timeout=rebalance_timeout,
         keep_raw_deadletters=keep_raw_deadletters, max_ts_ahead=max_ts_ahead,
+        misrouted="republish" if misrouted == "republish" else "count",
     )
     try:
         run(replace(cfg, runtime=rt), opts, loglevel, shadow)

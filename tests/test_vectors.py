@@ -305,7 +305,7 @@ VECTORS_D7 = [
     V("K2", 2, COUNTERS_OFF, None, W4_RECORDS, [NO] * 5, "D1 alone: T0+60 opens a new window"),
     V("K3", 2, COUNTERS_OFF, None, W6_RECORDS, [NO] * 6 + [fr(5, window=(0, 0, 5))], "D1 alone: late, previous window"),
     V("K4", 2, {}, None,
-        K4_LEAD + [r(500, at=60)], [NO] * 10 + [fr(5, window=(55, 0, 6), counts=(0, 1))],
+        [*K4_LEAD, r(500, at=60)], [NO] * 10 + [fr(5, window=(55, 0, 6), counts=(0, 1))],
         "K3: the successes' counter reads 0 from its anchor + 60 on (5/10 at T0+59 is not > 50 %)"),
     V("K5", 2, {}, None,
         [success(at=t) for t in (50, 60, 61, 62, 63, 64)] + [r(500, at=t) for t in (110, 111, 112, 113, 114)],
@@ -313,9 +313,9 @@ VECTORS_D7 = [
         "K2: anchored at the first success, not refreshed; the window (5/5) would wait for a 6th failure"),
     V("K6", 2, {}, None, [r(500, at=t) for t in (0, 1, 2, 3, 60)], [NO] * 5,
         "K2: the failures' counter has its own 60 s; at T0+60 it starts again at 1"),
-    V("K7", 2, {}, None, K4_LEAD + [r(401, at=60)], [NO] * 10 + [fr(5, window=(55, 0, 6), counts=(0, 1))],
+    V("K7", 2, {}, None, [*K4_LEAD, r(401, at=60)], [NO] * 10 + [fr(5, window=(55, 0, 6), counts=(0, 1))],
         "D7: V2.3 on the counters ranks before V2.4 (the window alone says non_retryable)"),
-    V("K8", 2, COUNTERS_OFF, None, K4_LEAD + [r(500, at=60)], [NO] * 11, "D1 alone: K4 without the counters"),
+    V("K8", 2, COUNTERS_OFF, None, [*K4_LEAD, r(500, at=60)], [NO] * 11, "D1 alone: K4 without the counters"),
 ]
 
 # docs/windows.md §4: X6, re-cool coalescing (opt-in).

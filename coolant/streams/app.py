@@ -38,6 +38,7 @@ from coolant.streams.pathstore import PathStore
 from coolant.streams.registry import LiveRegistry, follow
 from coolant.streams.repair import CHECK_INTERVAL as REPAIR_INTERVAL
 from coolant.streams.repair import Repairer
+from coolant.streams.routing import Mode, PartitionCheck, partition_count
 from coolant.topics import Topics
 
 log = logging.getLogger(__name__)
@@ -79,6 +80,8 @@ class WorkerOptions:
     """S2 (docs/input-bounds.md): dead letters keep the raw record unredacted."""
     max_ts_ahead: float = MAX_TS_AHEAD
     """B6: input records dated more than this many seconds ahead of this host's clock are dead-lettered."""
+    misrouted: Mode = "republish"
+    """What to do with an input record on the wrong partition (see `routing.py`)."""
 
 
 def _faust_credentials(k: KafkaSettings) -> Any:
@@ -304,6 +307,7 @@ class Pipeline:
         self._driving: set[str] = set()
         self._drained = asyncio.Event()
         self.lanes = {n.outcomes: Lane(), n.health: Lane()}
+        self.routing = PartitionCheck(lambda topic: partition_count(app, topic), self._send_to, opts.misrouted)
         install_consumer(app, self.lanes)  # input lanes; and faust 0.15.3 skips records around a rebalance without it
         raw: dict[str, Any] = {"key_serializer": "raw", "value_serializer": "raw"}
         self.outcomes = app.topic(n.outcomes, partitions=opts.partitions, **raw)
@@ -410,7 +414,8 @@ class Pipeline:
             if rec.ts > now + ahead:
                 await self.dead_letter(message, _ts_in_future(rec.ts, now, ahead))
                 continue
-            items.append((message, rec))
+            if await self.routing.here(message, rec):
+                items.append((message, rec))
         if tombstones:
             metrics.RECORDS.labels(topic, "tombstone").inc(tombstones)
         for decider in self.deciders:
@@ -433,6 +438,11 @@ class Pipeline:
                         "by the next owner", self.opts.shutdown_timeout)
         else:
             log.info("shutdown: input lanes drained")
+
+    async def _send_to(self, topic: str, key: bytes, value: bytes, partition: int) -> None:
+        """Publish to an explicit partition and wait until durable."""
+        fut = await self.app.producer.send(topic, key, value, partition, None, None)
+        await fut
 
     async def dead_letter(self, message: Any, error: str, disposition: str = "invalid") -> None:
         """B7/S2: a bounded, redacted dead letter (raw kept only on opt-in); the log line is always redacted."""

@@ -33,6 +33,12 @@ SUPPRESSED = Counter(
     "coolant_cooldowns_suppressed_total", "Cooldowns held back by max_ejection_percent (X3).",
     ["model_group", "reason"], registry=REGISTRY,
 )
+MISROUTED = Counter(
+    "coolant_misrouted_total",
+    "Input records that arrived on another partition than murmur2 of their deployment id gives, by publisher "
+    "(`gateway`, or `prober`): their producer's partitioner is not Kafka's default (streams/routing.py).",
+    ["topic", "gateway"], registry=REGISTRY,
+)
 DEADLETTERS = Counter(
     "coolant_deadletter_total", "Invalid records sent to the dead-letter topic.", ["topic"], registry=REGISTRY
 )

@@ -32,6 +32,7 @@ from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient
 from prometheus_client.parser import text_string_to_metric_families
 
+from coolant.probe.ownership import partition_of
 from coolant.streams.admin import ensure_topics
 from coolant.topics import Topics
 
@@ -602,6 +603,11 @@ class Worker:
         _RUNNING.discard(self)
 
 
+def probe_deployment(partition: int, partitions: int) -> str:
+    """An unknown deployment id whose murmur2 partition is `partition` (a misrouted record is re-published)."""
+    return next(d for i in range(10_000) if partition_of(d := f"probe-{partition}-{i}", partitions) == partition)
+
+
 async def wait_assigned(workers: list[Worker], timeout: float = 90.0) -> None:
     """Until every worker of one group processes records from some outcomes partition (a rebalance has given each
     its share): each round sends a probe (a success for an unknown deployment, counted and never cooled) to every
@@ -617,8 +623,9 @@ async def wait_assigned(workers: list[Worker], timeout: float = 90.0) -> None:
             for w in workers:
                 w._assert_alive()
             for p in parts:
-                await producer.send_and_wait(topic, outcome(f"probe-{uid()}", T0, f"probe-{p}", True),
-                                             key=b"probe", partition=p)
+                dep = probe_deployment(p, len(parts))  # on its murmur2 partition, so the worker decides it there
+                await producer.send_and_wait(topic, outcome(f"probe-{uid()}", T0, dep, True),
+                                             key=dep.encode(), partition=p)
             await asyncio.sleep(0.5)
             return all([await w.records_processed() > b for w, b in zip(workers, base, strict=True)])
 

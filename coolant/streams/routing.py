@@ -1,0 +1,106 @@
+"""Misrouted input records: each outcome/health record must be on the partition murmur2 of its deployment id gives.
+
+A deployment's state lives with the partition Kafka's default partitioner (murmur2, as in the Java client and
+aiokafka) gives its id. A publisher with another partitioner (librdkafka's default is CRC32) lands records
+elsewhere. The worker that reads them would decide them with a second, partial state of the deployment: each
+worker sees only part of the failures, and cooldowns are missed. So every record is checked. A misrouted one is
+counted per publisher (`gateway`, or `prober` for health records), with a rate-limited warning that names the fix.
+By default it is re-published, unchanged, to the right partition and decided there, once: the copy is durable
+before the original is acknowledged, and a copy sent twice (a crash in between) is the same event id, which L2
+drops. With `misrouted="count"` the record is decided where it landed, as before.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Awaitable, Callable
+from typing import Any, Literal
+
+from coolant.probe.ownership import partition_of
+from coolant.schemas import Health, Outcome
+from coolant.streams import metrics
+
+log = logging.getLogger(__name__)
+
+Mode = Literal["republish", "count"]
+WARN_EVERY = 60.0
+"""At most one warning per publisher and topic per this many seconds (the metric counts every record)."""
+FIX = (
+    "its Kafka producer does not partition by Kafka's default (murmur2) partitioner; "
+    "with librdkafka (confluent-kafka, rdkafka, kcat) set partitioner=murmur2_random"
+)
+
+
+def partition_count(app: Any, topic: str) -> int | None:
+    """The topic's partition count from the worker's consumer metadata (None before there is any).
+
+    Faust's own `topic_partitions` reads aiokafka's group metadata snapshot, which only the group leader keeps;
+    every member has the cluster metadata of the topics it subscribes to (a Faust internal: `consumer._thread`).
+    """
+    client = getattr(getattr(app.consumer, "_thread", None), "_consumer", None)
+    parts = None if client is None else client.partitions_for_topic(topic)
+    return len(parts) if parts else None
+
+
+def publisher(rec: Outcome | Health) -> str:
+    """Who sent the record, as the metric labels it."""
+    name = rec.gateway if isinstance(rec, Outcome) else rec.prober
+    return name or "unknown"
+
+
+class PartitionCheck:
+    """Decides, per input record, whether this partition is the one that must decide it.
+
+    `partitions(topic)` is the topic's partition count (None while unknown: the record is then decided where it
+    is, since nothing better is known). `send(topic, key, value, partition)` re-publishes and returns once the copy
+    is durable.
+    """
+
+    def __init__(
+        self,
+        partitions: Callable[[str], int | None],
+        send: Callable[[str, bytes, bytes, int], Awaitable[Any]],
+        mode: Mode = "republish",
+        *,
+        warn_every: float = WARN_EVERY,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.partitions = partitions
+        self.send = send
+        self.mode = mode
+        self.warn_every = warn_every
+        self.clock = clock
+        self._warned: dict[tuple[str, str], tuple[float, int]] = {}
+        """(topic, publisher) -> (when last warned, records misrouted since)."""
+
+    async def here(self, message: Any, rec: Outcome | Health) -> bool:
+        """True when the record is to be decided on the partition it arrived on."""
+        n = self.partitions(message.topic)
+        if n is None:
+            return True
+        right = partition_of(rec.deployment_id, n)
+        if message.partition == right:
+            return True
+        who = publisher(rec)
+        metrics.MISROUTED.labels(message.topic, who).inc()
+        self._warn(message.topic, who, rec.deployment_id, message.partition, right)
+        if self.mode == "count":
+            return True
+        await self.send(message.topic, rec.deployment_id.encode(), message.value, right)
+        return False
+
+    def _warn(self, topic: str, who: str, deployment_id: str, got: int, right: int) -> None:
+        now = self.clock()
+        last, since = self._warned.get((topic, who), (None, 0))
+        since += 1
+        if last is not None and now - last < self.warn_every:
+            self._warned[topic, who] = (last, since)
+            return
+        self._warned[topic, who] = (now, 0)
+        action = "re-published to the right partition" if self.mode == "republish" else "decided where it landed"
+        log.warning(
+            "%d record(s) from publisher %r on %s arrived on the wrong partition (e.g. deployment %r on %d, "
+            "murmur2 gives %d): %s. They were %s.",
+            since, who, topic, deployment_id, got, right, FIX, action,
+        )
