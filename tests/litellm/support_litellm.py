@@ -53,17 +53,22 @@ def _error(status: int, message: str, kind: str, **headers: str) -> web.Response
                              headers=headers)
 
 
+_MODES = frozenset({"ok", "quota", "rl", "err", "long"})
+
+
 class FakeOpenAI:
     """The OpenAI chat completions API on 127.0.0.1, on a thread of its own (serves sync and async callers).
 
     A deployment picks its behaviour with its `api_base`, `http://127.0.0.1:<port>/<mode>/v1`:
     `ok` (200), `quota` (200 announcing a spent budget: `QUOTA_HEADERS`), `rl` (429 with `Retry-After: 17`),
     `err` (500), `long` (500 with a 5,000-character message).
+    Any other mode answers 200 until it is put in `failing`, then 500 (an incident switched on at a chosen moment).
     Any key but `sk-good` gets a 401, whatever the mode (a broken deployment). `calls` counts (mode, status).
     """
 
     def __init__(self) -> None:
         self.calls: Counter[tuple[str, int]] = Counter()
+        self.failing: set[str] = set()
         self.port = 0
         self._loop = asyncio.new_event_loop()
         self._runner: web.AppRunner | None = None
@@ -77,7 +82,7 @@ class FakeOpenAI:
         body = await request.json()
         if request.headers.get("Authorization") != f"Bearer {GOOD_KEY}":
             response = _error(401, "Incorrect API key provided: sk-brok****oken.", "invalid_request_error")
-        elif mode == "ok":
+        elif mode == "ok" or (mode not in _MODES and mode not in self.failing):
             response = web.json_response(_chat(str(body.get("model"))))
         elif mode == "quota":
             response = web.json_response(_chat(str(body.get("model"))), headers=QUOTA_HEADERS)
