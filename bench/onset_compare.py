@@ -18,7 +18,7 @@ side by side on the same upstream switch, with their own deployments:
 Event time is the wall clock (the callback stamps each record), so the onset second is the one the minute window
 sees. Prints, per onset, the failed requests of each run, and for coolant the cooldown records per incident (an
 incident: a record that starts a cooldown plus the records extending it while it is in force), live and replayed
-through the policy without X6. Not the 3 proxy processes of issue 17: Routers in one process (see README).
+through the policy without X8. Not the 3 proxy processes of issue 17: Routers in one process (see README).
 """
 
 from __future__ import annotations
@@ -96,8 +96,9 @@ async def run(fake: FakeOpenAI, mode: str, group: str, deps: list[str], switch: 
     settings: dict[str, Any] = {"disable_cooldowns": True} if mode == "coolant" else {}
     warm = deployment(f"{group}-warmup", f"{group}-warmup", fake.base("ok"))
     routers = [
-        litellm.Router(model_list=[*model_list(fake, group, deps, switch), warm], redis_host=url.hostname or "127.0.0.1",
-                       redis_port=url.port or 6379, cache_kwargs={"namespace": namespace}, num_retries=0, **settings)
+        litellm.Router(model_list=[*model_list(fake, group, deps, switch), warm],
+                       redis_host=url.hostname or "127.0.0.1", redis_port=url.port or 6379,
+                       cache_kwargs={"namespace": namespace}, num_retries=0, **settings)
         for _ in range(PODS)
     ]
     failed = 0
@@ -150,7 +151,9 @@ def incidents(cooldowns: list[dict[str, Any]]) -> list[int]:
     return out
 
 
-def write_config(path: Path, fake: FakeOpenAI, tag: str, onsets: list[int], repeat: int, coalesce: float | None) -> None:
+def write_config(
+    path: Path, fake: FakeOpenAI, tag: str, onsets: list[int], repeat: int, coalesce: float | None
+) -> None:
     models: list[dict[str, Any]] = []
     for onset in onsets:
         for rep in range(repeat):
@@ -220,7 +223,7 @@ async def main_async(a: argparse.Namespace) -> None:
 
 
 def replayed(outcomes: list[Any], config: Path, coalesce: float | None) -> list[dict[str, Any]]:
-    """The live input through the policy again (replay == live), with or without X6."""
+    """The live input through the policy again (replay == live), with or without X8."""
     policy = load_config(config).policy
     policy = replace(policy, options=replace(policy.options, recool_coalesce=coalesce))
     engine = Engine(policy)
@@ -232,9 +235,9 @@ def report(a: argparse.Namespace, tag: str, onsets: list[int], results: dict[tup
            cooldowns: list[dict[str, Any]], outcomes: list[Any], config: Path) -> None:
     without = replayed(outcomes, config, None)
     print(f"\nfailed requests after the onset (per run), and coolant's cooldown records per incident of C "
-          f"(live with recool_coalesce {a.coalesce}; replayed without X6)")
+          f"(live with recool_coalesce {a.coalesce}; replayed without X8)")
     print(f"  {'onset':>5} | {'litellm':>10} | {'coolant':>10} | {'ratio':>5} | {'records/incident live':>22} | "
-          f"{'without X6':>12}")
+          f"{'without X8':>12}")
     ratios = []
     lit_all, coo_all = [], []
     for onset in onsets:
@@ -249,7 +252,7 @@ def report(a: argparse.Namespace, tag: str, onsets: list[int], results: dict[tup
             c = run_ids(tag, onset, rep, "coolant")[1][2]
             live += incidents([cd for cd in cooldowns if cd["deployment_id"] == c])
             old += incidents([cd for cd in without if cd["deployment_id"] == c])
-        print(f"  {':%02d' % onset:>5} | {' '.join(map(str, lit)):>10} | {' '.join(map(str, coo)):>10} | "
+        print(f"  {f':{onset:02d}':>5} | {' '.join(map(str, lit)):>10} | {' '.join(map(str, coo)):>10} | "
               f"{ratio:>5.2f} | {fmt(live):>22} | {fmt(old):>12}")
     print(f"  mean: litellm {statistics.mean(lit_all):.1f}, coolant {statistics.mean(coo_all):.1f} "
           f"(coolant/litellm {statistics.mean(coo_all) / max(1e-9, statistics.mean(lit_all)):.2f}); "
@@ -270,7 +273,7 @@ def main() -> None:
     p.add_argument("--warmup", type=float, default=10.0, help="seconds of successes before the onset")
     p.add_argument("--incident", type=float, default=30.0, help="seconds C fails, counted from the onset")
     p.add_argument("--coalesce", type=float, default=1.0,
-                   help="the worker's coolant.recool_coalesce (X6), seconds; 0 for off")
+                   help="the worker's coolant.recool_coalesce (X8), seconds; 0 for off")
     a = p.parse_args()
     if a.coalesce <= 0:
         a.coalesce = None

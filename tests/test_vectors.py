@@ -253,7 +253,7 @@ W1_RECORDS = [r(500, at=t) for t in (50, 51, 52, 53, 61)]
 W4_RECORDS = [r(500, at=t) for t in (56, 57, 58, 59, 60.0)]
 W6_RECORDS = [r(500, at=t) for t in (50, 51, 52, 53, 61, 62, 54)]
 COUNTERS_OFF = {"co.litellm_counters": False}
-K4_LEAD = [success(at=t) for t in (0, 1, 2, 3, 4)] + [r(500, at=t) for t in (55, 56, 57, 58, 59)]
+WC4_LEAD = [success(at=t) for t in (0, 1, 2, 3, 4)] + [r(500, at=t) for t in (55, 56, 57, 58, 59)]
 W11_RECORDS = [r(500, attempt=a, final=False) for a in range(4)] + [r(500, attempt=4, final=True)]
 XV10_DATE = formatdate(T0 + 30 + 3600, usegmt=True)  # "Fri, 15 Jan 2027 09:00:30 GMT"
 
@@ -299,47 +299,48 @@ VECTORS_6_2 = [
     V("XV12", 1, {"co.thresholds.outage_min_requests": 100}, "0/99", [r(500)], [to(5)], "X5"),
 ]
 
-# docs/windows.md §3: D7, LiteLLM's own counters kept fleet-wide. K1-K3 are W1, W4 and W6 as they were before D7.
+# docs/windows.md §3: D7, LiteLLM's own counters kept fleet-wide. WC1-WC3 are W1, W4 and W6 as they were before D7.
 VECTORS_D7 = [
-    V("K1", 2, COUNTERS_OFF, None, W1_RECORDS, [NO] * 4 + [no(counts=(0, 1))], "D1 alone: the 5th is not cooled"),
-    V("K2", 2, COUNTERS_OFF, None, W4_RECORDS, [NO] * 5, "D1 alone: T0+60 opens a new window"),
-    V("K3", 2, COUNTERS_OFF, None, W6_RECORDS, [NO] * 6 + [fr(5, window=(0, 0, 5))], "D1 alone: late, previous window"),
-    V("K4", 2, {}, None,
-        [*K4_LEAD, r(500, at=60)], [NO] * 10 + [fr(5, window=(55, 0, 6), counts=(0, 1))],
-        "K3: the successes' counter reads 0 from its anchor + 60 on (5/10 at T0+59 is not > 50 %)"),
-    V("K5", 2, {}, None,
+    V("WC1", 2, COUNTERS_OFF, None, W1_RECORDS, [NO] * 4 + [no(counts=(0, 1))], "D1 alone: the 5th is not cooled"),
+    V("WC2", 2, COUNTERS_OFF, None, W4_RECORDS, [NO] * 5, "D1 alone: T0+60 opens a new window"),
+    V("WC3", 2, COUNTERS_OFF, None, W6_RECORDS, [NO] * 6 + [fr(5, window=(0, 0, 5))],
+        "D1 alone: late, previous window"),
+    V("WC4", 2, {}, None,
+        [*WC4_LEAD, r(500, at=60)], [NO] * 10 + [fr(5, window=(55, 0, 6), counts=(0, 1))],
+        "LC3: the successes' counter reads 0 from its anchor + 60 on (5/10 at T0+59 is not > 50 %)"),
+    V("WC5", 2, {}, None,
         [success(at=t) for t in (50, 60, 61, 62, 63, 64)] + [r(500, at=t) for t in (110, 111, 112, 113, 114)],
         [NO] * 10 + [fr(5, window=(110, 0, 5), counts=(5, 5))],
-        "K2: anchored at the first success, not refreshed; the window (5/5) would wait for a 6th failure"),
-    V("K6", 2, {}, None, [r(500, at=t) for t in (0, 1, 2, 3, 60)], [NO] * 5,
-        "K2: the failures' counter has its own 60 s; at T0+60 it starts again at 1"),
-    V("K7", 2, {}, None, [*K4_LEAD, r(401, at=60)], [NO] * 10 + [fr(5, window=(55, 0, 6), counts=(0, 1))],
+        "LC2: anchored at the first success, not refreshed; the window (5/5) would wait for a 6th failure"),
+    V("WC6", 2, {}, None, [r(500, at=t) for t in (0, 1, 2, 3, 60)], [NO] * 5,
+        "LC2: the failures' counter has its own 60 s; at T0+60 it starts again at 1"),
+    V("WC7", 2, {}, None, [*WC4_LEAD, r(401, at=60)], [NO] * 10 + [fr(5, window=(55, 0, 6), counts=(0, 1))],
         "D7: V2.3 on the counters ranks before V2.4 (the window alone says non_retryable)"),
-    V("K8", 2, COUNTERS_OFF, None, [*K4_LEAD, r(500, at=60)], [NO] * 11, "D1 alone: K4 without the counters"),
+    V("WC8", 2, COUNTERS_OFF, None, [*WC4_LEAD, r(500, at=60)], [NO] * 11, "D1 alone: WC4 without the counters"),
 ]
 
-# docs/windows.md §4: X6, re-cool coalescing (opt-in).
+# docs/windows.md §4: X8, re-cool coalescing (opt-in).
 COALESCE = {"co.recool_coalesce": 1}
-VECTORS_X6 = [
+VECTORS_X8 = [
     V("XC1", 2, COALESCE, "0/4", [r(500, at=t) for t in (30, 30.4, 30.9, 31)],
         [fr(5, until=35), no("absorbed"), no("absorbed"), fr(5, until=36)],
-        "X6: +0.4 and +0.9 are absorbed; +1 is not less than 1"),
+        "X8: +0.4 and +0.9 are absorbed; +1 is not less than 1"),
     V("XC2", 2, COALESCE, None, [r(429, at=30), r(429, at=35.5)], [rl(5, until=35), rl(5, until=40.5)],
-        "X6: the first cooldown has ended, so this is a new one"),
+        "X8: the first cooldown has ended, so this is a new one"),
     V("XC3", 2, COALESCE, None, [r(429, at=30), r(429, ra="17", at=32)], [rl(5, until=35), rl(17, until=49)],
-        "X6: vector 118's long extension still passes"),
+        "X8: vector 118's long extension still passes"),
     V("XC4", 2, {**COALESCE, "co.recool": "overwrite"}, "0/4", [r(500, at=t) for t in (30, 30.4)],
-        [fr(5, until=35), fr(5, until=35.4)], "X6 applies to recool: extend only"),
+        [fr(5, until=35), fr(5, until=35.4)], "X8 applies to recool: extend only"),
 ]
 # fmt: on
 
-VECTORS = VECTORS_6_1 + VECTORS_6_2 + VECTORS_D7 + VECTORS_X6
+VECTORS = VECTORS_6_1 + VECTORS_6_2 + VECTORS_D7 + VECTORS_X8
 
 
 def test_the_table_covers_every_vector_of_section_6() -> None:
     ids = [v.id for v in VECTORS]
     expected = [f"v{i:03d}" for i in range(1, 129)] + [f"W{i}" for i in range(1, 13)] + [f"XV{i}" for i in range(1, 13)]
-    expected += [f"K{i}" for i in range(1, 9)] + [f"XC{i}" for i in range(1, 5)]
+    expected += [f"WC{i}" for i in range(1, 9)] + [f"XC{i}" for i in range(1, 5)]
     assert ids == expected
 
 

@@ -26,7 +26,7 @@ CATEGORIES: tuple[str, ...] = (
 POLICY_KEY_SUFFIX = "ErrorAllowedFails"
 WINDOW_SECONDS = 60
 COUNTER_TTL = 60
-"""D7/K1: LiteLLM's `ttl=60` on its `<id>:successes` and `<id>:fails` keys (track_deployment_metrics.py)."""
+"""D7/LC1: LiteLLM's `ttl=60` on its `<id>:successes` and `<id>:fails` keys (track_deployment_metrics.py)."""
 SLIDING_BUCKET = 5
 """X1 bucket width b: divides 60 and is <= 5, as the spec requires."""
 
@@ -90,7 +90,7 @@ class Options:
     count_attempts: Literal["all", "final_only"] = "all"
     recool: Literal["extend", "overwrite"] = "extend"
     recool_coalesce: float | None = None
-    """X6: absorb a re-cool that extends a cooldown still in force by less than this many seconds."""
+    """X8: absorb a re-cool that extends a cooldown still in force by less than this many seconds."""
     litellm_counters: bool = True
     """D7: V2.2/V2.3 also read LiteLLM's own first-increment counters, kept fleet-wide in event time."""
     allowed_fails_window: float | None = None

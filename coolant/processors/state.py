@@ -57,7 +57,7 @@ class PathState:
     s_count: int = 0
     f_anchor: float = NEG_INF
     f_count: int = 0
-    """Request path only: LiteLLM's own per-deployment counters, kept fleet-wide in event time (D7, K1-K3):
+    """Request path only: LiteLLM's own per-deployment counters, kept fleet-wide in event time (D7, LC1-LC3):
     successes and failures, each anchored at its own first increment and live for 60 s from it."""
 
     def to_dict(self) -> dict[str, Any]:
@@ -77,7 +77,7 @@ class PathState:
     @classmethod
     def from_dict(cls, d: dict[str, Any], seen: MutableMapping[str, float] | None = None) -> PathState:
         """The inverse of `to_dict`. A state stored before D7 has no "litellm" entry: its counters start empty,
-        so the first record after an upgrade anchors them (K1), as a restarted LiteLLM process would."""
+        so the first record after an upgrade anchors them (LC1), as a restarted LiteLLM process would."""
         sa, sc, fa, fc = d.get("litellm") or (None, 0, None, 0)
         return cls(
             NEG_INF if d["hw"] is None else d["hw"],

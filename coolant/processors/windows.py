@@ -30,7 +30,7 @@ def counts(ps: PathState, ts: float, width: int) -> tuple[float, int, int]:
 
 
 def litellm_counts(ps: PathState, ts: float) -> Window:
-    """K3: the counts one LiteLLM process would read at ts, had it seen the whole fleet's records.
+    """LC3: the counts one LiteLLM process would read at ts, had it seen the whole fleet's records.
 
     Each counter is read as 0 once ts is 60 s or more past its anchor (LiteLLM evicts the key). The failure
     counter was just incremented by the record being decided, so it is live. `start` is the earlier anchor.

@@ -2,9 +2,9 @@
 
 LiteLLM counts `<id>:successes` and `<id>:fails` in its in-memory cache with `ttl=60`. The test drives a real
 Router (mock responses, its in-memory cache on a settable clock) and pins what D7 relies on:
-- each key's TTL is anchored at its first increment and is not refreshed by later increments (K2);
+- each key's TTL is anchored at its first increment and is not refreshed by later increments (LC2);
 - successes and failures are separate keys with separate anchors;
-- a key is gone from its anchor + 60 s on (K3), and the next increment anchors it again at 1;
+- a key is gone from its anchor + 60 s on (LC3), and the next increment anchors it again at 1;
 - the failure is counted before the cooldown decision reads the counts.
 Then it checks that coolant's engine, fed the same deployment's records, cools on the same request.
 """
@@ -29,10 +29,10 @@ pytestmark = pytest.mark.filterwarnings("ignore:.*ReadOnly.*:UserWarning")
 T0 = 1_800_000_000.0
 """A minute boundary, as in the spec's vectors."""
 
-K4 = [(t, True) for t in (0, 1, 2, 3, 4)] + [(t, False) for t in (55, 56, 57, 58, 59, 60)]
-"""Vector K4: 5/10 at T0+59 is not over 50 %; at T0+60 the successes' key has expired."""
-K5 = [(t, True) for t in (50, 60, 61, 62, 63, 64)] + [(t, False) for t in (110, 111, 112, 113, 114)]
-"""Vector K5: successes anchored at T0+50, not refreshed by those at T0+60..64."""
+WC4 = [(t, True) for t in (0, 1, 2, 3, 4)] + [(t, False) for t in (55, 56, 57, 58, 59, 60)]
+"""Vector WC4: 5/10 at T0+59 is not over 50 %; at T0+60 the successes' key has expired."""
+WC5 = [(t, True) for t in (50, 60, 61, 62, 63, 64)] + [(t, False) for t in (110, 111, 112, 113, 114)]
+"""Vector WC5: successes anchored at T0+50, not refreshed by those at T0+60..64."""
 
 
 class PinnedRouter:
@@ -93,7 +93,7 @@ def coolant_run(sequence: list[tuple[float, bool]]) -> list[bool]:
 
 
 def test_litellm_anchors_each_counter_at_its_first_increment() -> None:
-    cooled, keys = litellm_run(K4)
+    cooled, keys = litellm_run(WC4)
     assert [k["successes"] for k in keys[:5]] == [(n, 60.0) for n in range(1, 6)]  # TTL never refreshed
     assert [k["fails"] for k in keys[5:10]] == [(n, 115.0) for n in range(1, 6)]  # its own anchor, T0+55
     assert keys[9]["successes"] == (5, 60.0)
@@ -102,14 +102,14 @@ def test_litellm_anchors_each_counter_at_its_first_increment() -> None:
 
 
 def test_a_later_increment_does_not_refresh_and_an_expired_key_restarts() -> None:
-    cooled, keys = litellm_run(K5)
+    cooled, keys = litellm_run(WC5)
     assert keys[0]["successes"] == (1, 110.0)
     assert keys[5]["successes"] == (6, 110.0)  # T0+64: still anchored at T0+50
     assert keys[10] == {"successes": None, "fails": (5, 170.0)}
     assert cooled == [False] * 10 + [True]
 
 
-@pytest.mark.parametrize("sequence", [K4, K5], ids=["K4", "K5"])
+@pytest.mark.parametrize("sequence", [WC4, WC5], ids=["WC4", "WC5"])
 def test_coolant_cools_on_the_same_request_as_litellm(sequence: list[tuple[float, bool]]) -> None:
     cooled, _ = litellm_run(sequence)
     assert coolant_run(sequence) == cooled
