@@ -83,7 +83,9 @@ def _valid_extras(now: float) -> list[bytes]:
         auth("s-aws", "dep-07", 3, exception_message=f"{SECRETS['aws']}: The security token is invalid"),
         auth("s-oai", "dep-09", 4, exception_message=f"Incorrect API key provided: {SECRETS['openai']}."),
         auth("s-jwt", "dep-10", 5, exception_message=f"{SECRETS['jwt']} rejected"),
-        auth("s-type", "dep-11", 6, exception_type=f"Error {SECRETS['google']}", exception_message=None),
+        # its own long duration: a cooldown in force from the traffic (D7 can cool dep-11 earlier) must not absorb it
+        auth("s-type", "dep-11", 6, exception_type=f"Error {SECRETS['google']}", exception_message=None,
+             cooldown_time=3600),
         auth("s-bear", "dep-13", 7, exception_message=f"401: Authorization: Bearer {SECRETS['bearer']} refused"),
     ]
 
