@@ -347,6 +347,11 @@ class Pipeline:
         if sink is not None:
             app.timer(REDIS_CHECK_INTERVAL, name="redis-check")(self._check_redis)
 
+        @app.page("/livez")
+        async def livez(web: Any, request: Any) -> Any:
+            """Liveness only (the process serves): a restart cannot fix what /healthz reports, e.g. Redis down."""
+            return web.json({"status": "ok"})
+
         @app.page("/healthz")
         async def healthz(web: Any, request: Any) -> Any:
             body: dict[str, Any] = {"status": "ok", "deployments": len(registry.policy.registry.entries)}
