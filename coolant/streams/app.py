@@ -464,7 +464,9 @@ class Pipeline:
 
     async def record_failed(self, message: Any, exc: Exception, stage: str) -> None:
         """P1: one record broke a stage (a bug); it is dead-lettered with the reason and the stage goes on."""
-        log.exception("%s failed on %s[%s]@%s", stage, message.topic, message.partition, message.offset)
+        problem = redact(f"{type(exc).__name__}: {exc}")[:ERROR_KEEP]  # S2: the text may quote the record
+        log.error("%s failed on %s[%s]@%s: %s", stage, message.topic, message.partition, message.offset, problem)
+        log.debug("%s failure", stage, exc_info=exc)  # the traceback, unredacted, only at debug level
         await self.dead_letter(message, f"processing failed in {stage}: {type(exc).__name__}: {exc}", "failed")
 
     async def decoded(self, message: Any, expected: type[Record], *, dead_letter: bool = True) -> Any:
