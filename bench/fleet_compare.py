@@ -16,11 +16,14 @@ pod's own cooldown reader holds the bad deployment (the cooldowns last 60 s); it
   native af=3      the same with `allowed_fails=3` (V1: the 4th failure cools)
   coolant          `CoolantCallback` on every pod, one `coolant worker`; the Routers run with
                    `disable_cooldowns=True`, which stops LiteLLM's own decisions but not its reading of the
-                   Redis cooldown keys, so only coolant cools
+                   Redis cooldown keys, so only coolant cools. Each pod's callback has the worker's config
+                   (fast path: a one-record rule cools the pod's router before the failure hook returns) and
+                   its own push subscription (every cooldown written reaches the pod's router at once)
 
 Then the callback's cost on the request path: the time spent inside its hooks (p50/p99 over --latency-requests
 successes and failures), and the latency of a mocked request with and without the callback.
-Prints tables; the Kafka topics and Redis keys it made are deleted at the end.
+Prints tables (and with --json FILE one object per cell: {"kind", "pods", "native", "native_af3", "coolant"},
+medians of the runs); the Kafka topics and Redis keys it made are deleted at the end.
 """
 
 from __future__ import annotations
@@ -28,6 +31,8 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import contextvars
+import json
 import os
 import statistics
 import sys
@@ -49,7 +54,9 @@ sys.path.insert(0, str(ROOT))
 import litellm  # noqa: E402
 from litellm.integrations.custom_logger import CustomLogger  # noqa: E402
 
+from coolant.config import parse_config  # noqa: E402
 from coolant.integrations.litellm import CoolantCallback  # noqa: E402
+from coolant.publish import Publisher  # noqa: E402
 from tests.integration.harness import Worker, create_topics, delete_redis_keys, delete_topics  # noqa: E402
 
 BOOTSTRAP = os.environ.get("KAFKA_BOOTSTRAP", "127.0.0.1:19092")
@@ -77,6 +84,31 @@ def model_list(group: str, deployments: list[str], kind: str) -> list[dict[str, 
     ]
 
 
+FEEDS: list[Any] = []
+"""Every pod's push feed, for the summary line."""
+POD: contextvars.ContextVar[CoolantCallback] = contextvars.ContextVar("pod")
+"""The callback of the pod a request runs on (asyncio tasks inherit it, so its failure hook sees it)."""
+
+
+class PodDispatcher(CustomLogger):
+    """LiteLLM has one callback list per process; this hands each attempt to its own pod's `CoolantCallback`,
+    as if each pod were its own proxy. A success hook that runs outside the request's context (LiteLLM's
+    logging worker) goes to the first pod: it only publishes the record."""
+
+    def __init__(self, callbacks: list[CoolantCallback]) -> None:
+        super().__init__()
+        self.callbacks = callbacks
+
+    def _pod(self) -> CoolantCallback:
+        return POD.get(self.callbacks[0])
+
+    async def async_log_success_event(self, kwargs: Any, response_obj: Any, start_time: Any, end_time: Any) -> None:
+        await self._pod().async_log_success_event(kwargs, response_obj, start_time, end_time)
+
+    async def async_log_failure_event(self, kwargs: Any, response_obj: Any, start_time: Any, end_time: Any) -> None:
+        await self._pod().async_log_failure_event(kwargs, response_obj, start_time, end_time)
+
+
 @dataclass
 class RunResult:
     failed: int
@@ -86,7 +118,8 @@ class RunResult:
 
 
 async def run(mode: str, kind: str, pods: int, tag: str, namespace: str, rate: float, quiet: float,
-              max_seconds: float) -> RunResult:
+              max_seconds: float, pod_callback: Any = None) -> RunResult:
+    """`pod_callback(router) -> CoolantCallback`: makes each pod's callback (coolant mode)."""
     group, deployments = ids(tag, mode, kind, pods)
     host = urlparse(REDIS_URL).hostname or "127.0.0.1"
     port = urlparse(REDIS_URL).port or 6379
@@ -104,11 +137,30 @@ async def run(mode: str, kind: str, pods: int, tag: str, namespace: str, rate: f
     ]
     # a first request per pod off the measured group: LiteLLM's first call is slow, and a slow start would
     # make the rate loop below fall behind
+    callbacks: list[CoolantCallback] = []
+    if pod_callback is not None:
+        callbacks = [pod_callback(r) for r in routers]
+        feeds = [await cb.start_push() for cb in callbacks]
+        FEEDS.extend(f for f in feeds if f is not None)
+        await asyncio.gather(*(asyncio.wait_for(f.subscribed.wait(), 10) for f in feeds if f is not None))
+        litellm.callbacks = [PodDispatcher(callbacks)]
+    try:
+        return await _drive(routers, callbacks, group, deployments, rate, quiet, max_seconds)
+    finally:
+        for cb in callbacks:
+            await cb.aclose(5.0)
+
+
+async def _drive(routers: list[Any], callbacks: list[CoolantCallback], group: str, deployments: list[str],
+                 rate: float, quiet: float, max_seconds: float) -> RunResult:
+    pods = len(routers)
     await asyncio.gather(*(r.acompletion(model=f"{group}-warmup", messages=MESSAGES) for r in routers))
     failed: list[float] = []
     tasks: set[asyncio.Task[None]] = set()
 
-    async def one(router: Any) -> None:
+    async def one(router: Any, callback: CoolantCallback | None) -> None:
+        if callback is not None:
+            POD.set(callback)
         try:
             await router.acompletion(model=group, messages=MESSAGES)
         except Exception:
@@ -130,7 +182,7 @@ async def run(mode: str, kind: str, pods: int, tag: str, namespace: str, rate: f
             if await every_pod_cooled():
                 break
             check_at = now + 1.0
-        task = asyncio.create_task(one(routers[n % pods]))
+        task = asyncio.create_task(one(routers[n % pods], callbacks[n % pods] if callbacks else None))
         tasks.add(task)
         task.add_done_callback(tasks.discard)
         n += 1
@@ -202,9 +254,17 @@ async def callback_cost(n: int, tag: str, prefix: str) -> list[str]:
     inside: dict[str, dict[bool, list[float]]] = {"loop": {True: [], False: []}, "thread": {True: [], False: []}}
     loggers: dict[str, Any] = {"none": None, "no-op logger": NoOpLogger(),
                                "coolant, no Kafka": CoolantCallback(publisher=NullSink(), gateway="bench-null")}
+    policy = parse_config({"model_list": good + bad}).policy
     for mode in ("loop", "thread"):
+        # the default mode as a fleet runs it: fast path (a policy) and the push subscription running
+        extra: dict[str, Any] = {"policy": policy, "redis_url": REDIS_URL, "redis_key_prefix": f"{tag}-cost:",
+                                 "routers": routers.values()} if mode == "loop" else {}
         cb = CoolantCallback(BOOTSTRAP, topic_prefix=prefix, gateway=f"bench-{mode}",
-                             mode="auto" if mode == "loop" else "thread")
+                             mode="auto" if mode == "loop" else "thread", **extra)
+        if mode == "loop":
+            feed = await cb.start_push()
+            assert feed is not None
+            await asyncio.wait_for(feed.subscribed.wait(), 10)
         timed_hooks(cb, inside[mode])
         loggers[f"coolant ({mode})"] = cb
 
@@ -238,7 +298,8 @@ async def callback_cost(n: int, tag: str, prefix: str) -> list[str]:
         for logger in loggers.values():
             if isinstance(logger, CoolantCallback) and logger.publisher is not None:
                 await logger.aclose(5.0)
-    lines = [f"callback cost: {n} mocked requests per cell, sequential; p50 / p99",
+    lines = [f"callback cost: {n} mocked requests per cell, sequential; p50 / p99 (the loop callback with the fast "
+             "path's policy and its push subscription running)",
              "  time inside the hook (µs): " + "; ".join(
                  f"{label} {mode}: {pct(inside[mode][ok], 50):.0f} / {pct(inside[mode][ok], 99):.0f}"
                  for mode in ("loop", "thread") for label, ok in (("success", True), ("failure", False))),
@@ -265,6 +326,16 @@ async def main_async(a: argparse.Namespace) -> None:
                     workdir=workdir, redis_url=REDIS_URL, redis_key_prefix=f"{namespace}:", partitions=2)
     worker.start()
     cb = CoolantCallback(BOOTSTRAP, topic_prefix=prefix, gateway="bench")
+    publisher = Publisher(BOOTSTRAP, topic_prefix=prefix)  # one Kafka producer for every pod of this process
+    await publisher.start()
+    made: list[CoolantCallback] = []
+
+    def pod_callback(router: Any) -> CoolantCallback:
+        pod = CoolantCallback(publisher=publisher, config=config, redis_url=REDIS_URL,
+                              redis_key_prefix=f"{namespace}:", routers=[router], gateway=f"bench-{len(made)}")
+        made.append(pod)
+        return pod
+
     try:
         await worker.wait_ready()
         print(f"worker ready after {time.monotonic() - t_start:.1f} s; {a.rate:g} requests/s round-robin over the "
@@ -274,14 +345,13 @@ async def main_async(a: argparse.Namespace) -> None:
             for kind in kinds:
                 for pods in pods_list:
                     for mode in MODES:
-                        if mode == "coolant":
-                            litellm.callbacks = [cb]
                         try:
                             res = await run(mode, kind, pods, f"{tag}r{rep}", namespace, a.rate, a.quiet,
-                                            a.max_seconds)
+                                            a.max_seconds, pod_callback if mode == "coolant" else None)
                         finally:
+                            for logger in litellm.callbacks:
+                                litellm.logging_callback_manager.remove_callback_from_all_lists(logger)
                             litellm.callbacks = []
-                            litellm.logging_callback_manager.remove_callback_from_all_lists(cb)
                         table.setdefault((kind, pods, mode), []).append(res)
                         print(f"  run {rep + 1}: {kind} P={pods:<2} {mode:<12} failed {res.failed:>3} of "
                               f"{res.requests:>4} requests, first..last failure {res.spread:5.2f} s, every pod "
@@ -304,11 +374,22 @@ async def main_async(a: argparse.Namespace) -> None:
             print()
         if any(not r.all_cooled for runs in table.values() for r in runs):
             print("* some pod did not hold the cooldown at the end of a run (--max-seconds reached)\n")
-        print(f"fleet runs: callback {cb.stats}; publisher {cb.publisher.stats if cb.publisher else None}\n")
+        if a.json is not None:
+            cells = [{"kind": kind, "pods": pods, **{m.replace(" af=3", "_af3"): statistics.median(
+                         r.failed for r in table[(kind, pods, m)]) for m in MODES}}
+                     for kind in kinds for pods in pods_list]
+            a.json.write_text(json.dumps(cells, indent=1) + "\n")
+            print(f"wrote {a.json}")
+        prefetched = sum(p.stats.prefetched for p in made)
+        pushed = sum(f.stats.applied for f in FEEDS)
+        print(f"fleet runs: {len(made)} pod callbacks, {prefetched} failures cooled by the fast path; "
+              f"publisher {publisher.stats}; pushed cooldowns applied (per pod, summed) {pushed}\n")
         await cb.aclose(5.0)
-        print("\n".join(await callback_cost(a.latency_requests, tag, prefix)))
+        if a.latency_requests > 0:
+            print("\n".join(await callback_cost(a.latency_requests, tag, prefix)))
     finally:
         await cb.aclose(5.0)
+        await publisher.stop(5.0)
         worker.stop()
         await delete_topics(BOOTSTRAP, [prefix, f"{tag}-app"])
         await delete_redis_keys(REDIS_URL, f"{namespace}:")
@@ -323,7 +404,9 @@ def main() -> None:
     p.add_argument("--quiet", type=float, default=3.0, help="seconds without a failure that end a run")
     p.add_argument("--max-seconds", type=float, default=45.0, help="longest run")
     p.add_argument("--repeat", type=int, default=3, help="runs per cell (the table shows the median)")
-    p.add_argument("--latency-requests", type=int, default=1000, help="requests per latency cell")
+    p.add_argument("--latency-requests", type=int, default=1000, help="requests per latency cell (0: skip)")
+    p.add_argument("--json", type=Path, default=None, metavar="FILE",
+                   help='also write the cells to FILE: [{"kind", "pods", "native", "native_af3", "coolant"}, ...]')
     asyncio.run(main_async(p.parse_args()))
 
 
