@@ -49,6 +49,8 @@ log = logging.getLogger(__name__)
 
 MAX_ENTRIES: Final = 10_000
 """Cooldowns one router's copy holds at most (expired ones go first, then the soonest to end)."""
+_IDLE_PING: Final = 30.0
+"""Seconds without a message after which the feed pings Redis, so a silently dead connection is noticed."""
 _BACKOFF: Final = (0.1, 5.0)
 """Reconnect delays of the feed: from 0.1 s, doubling, at most 5 s."""
 
@@ -287,8 +289,9 @@ class CooldownFeed:
             try:
                 await pubsub.subscribe(self.channel)
                 while True:
-                    message = await pubsub.get_message(timeout=30.0)
-                    if message is None:
+                    message = await pubsub.get_message(timeout=_IDLE_PING)
+                    if message is None:  # quiet: make sure the connection is still there (a dead peer raises)
+                        await pubsub.ping()
                         continue
                     kind = message.get("type")
                     if kind == "message":
