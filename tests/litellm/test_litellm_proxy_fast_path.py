@@ -23,7 +23,7 @@ import orjson
 import pytest
 import yaml
 from redis import Redis
-from support_litellm import GOOD_KEY, FakeOpenAI, deployment
+from support_litellm import FakeOpenAI, deployment
 
 openai = pytest.importorskip("openai")
 
@@ -68,7 +68,10 @@ def test_a_proxy_routes_around_a_429_after_meeting_it_once(
         "litellm_settings": {"callbacks": ["coolant.integrations.litellm.coolant_callback"]},
     }))
     port = _free_port()
+    master_key = f"sk-{uuid.uuid4().hex}{uuid.uuid4().hex}"
     env = {**os.environ, "PYTHONPATH": str(ROOT), "LITELLM_LOCAL_MODEL_COST_MAP": "True",
+           "LITELLM_EVENT_LOOP": "asyncio",  # uvloop is not installed here
+           "LITELLM_MASTER_KEY": master_key,
            "COOLANT_KAFKA_BOOTSTRAP": kafka_bootstrap, "COOLANT_TOPIC_PREFIX": f"{group}.",
            "COOLANT_CONFIG": str(worker_config), "COOLANT_REDIS_URL": redis_url, "COOLANT_GATEWAY_ID": "proxy-1"}
     log = (tmp_path / "proxy.log").open("wb")
@@ -77,7 +80,7 @@ def test_a_proxy_routes_around_a_429_after_meeting_it_once(
                              stderr=subprocess.STDOUT, cwd=tmp_path)
     redis = Redis.from_url(redis_url)
     try:
-        client = openai.OpenAI(base_url=f"http://127.0.0.1:{port}/v1", api_key=GOOD_KEY, max_retries=0)
+        client = openai.OpenAI(base_url=f"http://127.0.0.1:{port}/v1", api_key=master_key, max_retries=0)
         deadline = time.monotonic() + 120
         while True:  # until the proxy serves
             assert proxy.poll() is None, (tmp_path / "proxy.log").read_text()[-3000:]
