@@ -14,6 +14,13 @@ published inside that hook) to the moment each pod's router holds the cooldown (
 cooldowns took it: from then on every routing decision of that pod skips the deployment, which
 tests/litellm/test_litellm_push.py checks on real Routers). The fleet figure of a decision is its slowest pod.
 
+--hook-cost N: then N calls of pod 0's success hook (kwargs captured from a real request; the records go to a
+null publisher), timed while the pod's push subscription runs: wall and thread CPU time per call.
+
+--kafka N: the other transport the issue names, for comparison: N messages produced to a fresh one-partition
+topic, read by --pods consumers without a consumer group (each assigned the partition at its end), timed from
+the send to the last consumer's delivery.
+
 --baseline N: N more decisions with the push off on the other pods, timed until each pod's own LiteLLM
 cooldown read (Redis, at most once a second per key) shows the cooldown: what LiteLLM alone offers.
 """
@@ -39,6 +46,7 @@ sys.path.insert(0, str(ROOT))
 
 import litellm  # noqa: E402
 import redis.asyncio as redis_asyncio  # noqa: E402
+from litellm.integrations.custom_logger import CustomLogger  # noqa: E402
 
 from coolant.config import parse_config  # noqa: E402
 from coolant.integrations.litellm import CoolantCallback  # noqa: E402
@@ -96,6 +104,85 @@ async def fail_once(router: Any, group: str) -> None:
             await router.acompletion(model=group, messages=MESSAGES)
         except Exception:
             return
+
+
+async def kafka_transport(pods: int, n: int, tag: str) -> str:
+    from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
+
+    from tests.integration.harness import create_topics, delete_topics
+
+    bootstrap = os.environ.get("KAFKA_BOOTSTRAP", "127.0.0.1:19092")
+    prefix = f"{tag}k."
+    await create_topics(bootstrap, prefix, 1)
+    topic = f"{prefix}cooldowns"
+    part = TopicPartition(topic, 0)
+    consumers = [AIOKafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False, fetch_max_wait_ms=100)
+                 for _ in range(pods)]
+    producer = AIOKafkaProducer(bootstrap_servers=bootstrap, linger_ms=0)
+    got: dict[int, list[float]] = {}
+    try:
+        await producer.start()
+        for c in consumers:
+            await c.start()
+            c.assign([part])
+            await c.seek_to_end(part)
+
+        async def read(c: Any) -> None:
+            async for msg in c:
+                got.setdefault(int(msg.value), []).append(time.perf_counter())
+
+        readers = [asyncio.create_task(read(c)) for c in consumers]
+        await asyncio.sleep(1.0)  # every consumer at the end and fetching
+        sent: dict[int, float] = {}
+        for i in range(n):
+            sent[i] = time.perf_counter()
+            await producer.send_and_wait(topic, str(i).encode())
+            while len(got.get(i, ())) < pods:
+                await asyncio.sleep(0.001)
+            await asyncio.sleep(0.02)
+        for r in readers:
+            r.cancel()
+        lat = [(max(got[i]) - sent[i]) * 1000.0 for i in range(n)]
+        return (f"kafka, {pods} consumers without a group, fetch_max_wait_ms=100: send -> every consumer has it: "
+                f"p50 {pct(lat, 50):.1f} ms, p99 {pct(lat, 99):.1f} ms ({n} messages)")
+    finally:
+        await producer.stop()
+        for c in consumers:
+            await c.stop()
+        await delete_topics(bootstrap, [prefix])
+
+
+class Capture(CustomLogger):
+    """Keeps the arguments of the last success hook call."""
+
+    args: tuple[Any, ...] = ()
+
+    async def async_log_success_event(self, kwargs: Any, response_obj: Any, start_time: Any, end_time: Any) -> None:
+        self.args = (kwargs, response_obj, start_time, end_time)
+
+
+async def hook_cost(router: Any, cb: CoolantCallback, group: str, n: int) -> str:
+    capture = Capture()
+    saved = list(litellm.callbacks)
+    litellm.callbacks = [capture]
+    try:
+        while not capture.args:
+            await router.acompletion(model=group, messages=MESSAGES, mock_response="hi")
+            await asyncio.sleep(0.05)
+    finally:
+        litellm.logging_callback_manager.remove_callback_from_all_lists(capture)
+        litellm.callbacks = saved
+    wall: list[float] = []
+    cpu: list[float] = []
+    for i in range(n):
+        t, c = time.perf_counter_ns(), time.thread_time_ns()
+        await cb.async_log_success_event(*capture.args)
+        cpu.append((time.thread_time_ns() - c) / 1000.0)
+        wall.append((time.perf_counter_ns() - t) / 1000.0)
+        if i % 100 == 0:
+            await asyncio.sleep(0)  # let the feed and LiteLLM's own tasks run between calls, as under traffic
+    return (f"success hook, {n} calls with the push subscription running (µs): wall p50 {pct(wall, 50):.1f}, "
+            f"p99 {pct(wall, 99):.1f}; thread CPU p50 {pct(cpu, 50):.1f}, p99 {pct(cpu, 99):.1f}")
 
 
 async def main_async(a: argparse.Namespace) -> None:
@@ -174,6 +261,10 @@ async def main_async(a: argparse.Namespace) -> None:
                 base.append(worst * 1000.0)
             print(f"without the push ({a.baseline} decisions): every other pod's LiteLLM Redis read shows it after "
                   f"p50 {pct(base, 50):.0f} ms, p99 {pct(base, 99):.0f} ms, max {max(base):.0f} ms")
+        if a.kafka:
+            print(await kafka_transport(a.pods, a.kafka, tag))
+        if a.hook_cost:
+            print(await hook_cost(routers[0], pod0, f"{tag}-g0", a.hook_cost))
         stats = [f.stats for f in feeds if f is not None]
         print(f"feeds: received {sum(s.received for s in stats)}, applied {sum(s.applied for s in stats)}, "
               f"invalid {sum(s.invalid for s in stats)}, down {sum(s.down for s in stats)}; pod 0 {pod0.stats}")
@@ -193,6 +284,8 @@ def main() -> None:
     p.add_argument("--pods", type=int, default=10)
     p.add_argument("--decisions", type=int, default=200, help="decisions timed with the push")
     p.add_argument("--baseline", type=int, default=30, help="decisions timed without it (0: skip)")
+    p.add_argument("--kafka", type=int, default=0, help="messages timed over Kafka without a group (0: skip)")
+    p.add_argument("--hook-cost", type=int, default=5000, help="success hook calls timed (0: skip)")
     p.add_argument("--gap", type=float, default=0.02, help="seconds between two decisions")
     asyncio.run(main_async(p.parse_args()))
 
