@@ -17,9 +17,9 @@ tests/litellm/test_litellm_push.py checks on real Routers). The fleet figure of 
 --hook-cost N: then N calls of pod 0's success hook (kwargs captured from a real request; the records go to a
 null publisher), timed while the pod's push subscription runs: wall and thread CPU time per call.
 
---kafka N: the other transport the issue names, for comparison: N messages produced to a fresh one-partition
-topic, read by --pods consumers without a consumer group (each assigned the partition at its end), timed from
-the send to the last consumer's delivery.
+--kafka N: the two transports, bare, for comparison: N messages produced to a fresh one-partition topic, read
+by --pods consumers without a consumer group (each assigned the partition at its end), timed from the send to
+the last consumer's delivery; then N messages published on a Redis channel with --pods subscribers.
 
 --baseline N: N more decisions with the push off on the other pods, timed until each pod's own LiteLLM
 cooldown read (Redis, at most once a second per key) shows the cooldown: what LiteLLM alone offers.
@@ -106,6 +106,26 @@ async def fail_once(router: Any, group: str) -> None:
             return
 
 
+async def fan_out(readers: list[Any], send: Any, got: dict[int, list[float]], pods: int, n: int,
+                  settle: float) -> list[float]:
+    """Run the readers, send message 0..n-1 one at a time, and return each one's ms until every reader had it."""
+    tasks = [asyncio.create_task(r) for r in readers]
+    await asyncio.sleep(settle)
+    lat = []
+    try:
+        for i in range(n):
+            sent = time.perf_counter()
+            await send(i)
+            while len(got.get(i, ())) < pods:
+                await asyncio.sleep(0.001)
+            lat.append((max(got[i]) - sent) * 1000.0)
+            await asyncio.sleep(0.02)
+    finally:
+        for t in tasks:
+            t.cancel()
+    return lat
+
+
 async def kafka_transport(pods: int, n: int, tag: str) -> str:
     from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 
@@ -131,18 +151,8 @@ async def kafka_transport(pods: int, n: int, tag: str) -> str:
             async for msg in c:
                 got.setdefault(int(msg.value), []).append(time.perf_counter())
 
-        readers = [asyncio.create_task(read(c)) for c in consumers]
-        await asyncio.sleep(1.0)  # every consumer at the end and fetching
-        sent: dict[int, float] = {}
-        for i in range(n):
-            sent[i] = time.perf_counter()
-            await producer.send_and_wait(topic, str(i).encode())
-            while len(got.get(i, ())) < pods:
-                await asyncio.sleep(0.001)
-            await asyncio.sleep(0.02)
-        for r in readers:
-            r.cancel()
-        lat = [(max(got[i]) - sent[i]) * 1000.0 for i in range(n)]
+        lat = await fan_out([read(c) for c in consumers], lambda i: producer.send_and_wait(topic, str(i).encode()),
+                            got, pods, n, settle=1.0)  # settle: every consumer at the end and fetching
         return (f"kafka, {pods} consumers without a group, fetch_max_wait_ms=100: send -> every consumer has it: "
                 f"p50 {pct(lat, 50):.1f} ms, p99 {pct(lat, 99):.1f} ms ({n} messages)")
     finally:
@@ -150,6 +160,33 @@ async def kafka_transport(pods: int, n: int, tag: str) -> str:
         for c in consumers:
             await c.stop()
         await delete_topics(bootstrap, [prefix])
+
+
+async def pubsub_transport(pods: int, n: int, tag: str) -> str:
+    """The same as `kafka_transport` over Redis pub/sub: one subscriber connection per pod."""
+    clients = [redis_asyncio.from_url(REDIS_URL) for _ in range(pods + 1)]
+    channel = f"{tag}:transport"
+    got: dict[int, list[float]] = {}
+    subs = [c.pubsub() for c in clients[1:]]
+    try:
+        for sub in subs:
+            await sub.subscribe(channel)
+
+        async def read(sub: Any) -> None:
+            async for msg in sub.listen():
+                if msg["type"] == "message":
+                    got.setdefault(int(msg["data"]), []).append(time.perf_counter())
+
+        lat = await fan_out([read(sub) for sub in subs], lambda i: clients[0].publish(channel, str(i)), got, pods, n,
+                            settle=0.5)
+        return (f"redis pub/sub, {pods} subscribers: publish -> every subscriber has it: p50 {pct(lat, 50):.1f} ms, "
+                f"p99 {pct(lat, 99):.1f} ms ({n} messages)")
+    finally:
+        for sub in subs:
+            with contextlib.suppress(Exception):
+                await sub.aclose()  # type: ignore[no-untyped-call]
+        for c in clients:
+            await c.aclose()
 
 
 class Capture(CustomLogger):
@@ -189,7 +226,7 @@ async def main_async(a: argparse.Namespace) -> None:
     tag = f"pb{uuid.uuid4().hex[:6]}"
     namespace = f"{tag}:"
     total = a.decisions + a.baseline
-    models = model_list(tag, total)
+    models = model_list(tag, max(total, 1))
     policy = parse_config({"model_list": models, "router_settings": {"cooldown_time": 60}}).policy
     u = urlparse(REDIS_URL)
     routers = [litellm.Router(model_list=models, redis_host=u.hostname, redis_port=u.port, num_retries=0,
@@ -231,14 +268,15 @@ async def main_async(a: argparse.Namespace) -> None:
             fleet.append(max(lat))
             per_pod.extend(lat[1:])
             await asyncio.sleep(a.gap)
-        print(f"push: {a.decisions} decisions (429 on a group of 2, decided on pod 0 by the fast path), "
-              f"{a.pods} pods, one Redis pub/sub subscription each")
-        print(f"  failure hook on pod 0 -> every pod's router holds it: p50 {pct(fleet, 50):.2f} ms, "
-              f"p99 {pct(fleet, 99):.2f} ms, max {max(fleet):.2f} ms")
-        print(f"  -> one sibling pod: p50 {pct(per_pod, 50):.2f} ms, p99 {pct(per_pod, 99):.2f} ms")
-        own = [(seen[0].at[f"{tag}-g{i}-bad"] - hook_at[f"{tag}-g{i}-bad"]) * 1000 for i in range(a.decisions)]
-        print(f"  pod 0 itself (before its failure hook returned): p50 {pct(own, 50):.3f} ms, "
-              f"p99 {pct(own, 99):.3f} ms")
+        if a.decisions:
+            print(f"push: {a.decisions} decisions (429 on a group of 2, decided on pod 0 by the fast path), "
+                  f"{a.pods} pods, one Redis pub/sub subscription each")
+            print(f"  failure hook on pod 0 -> every pod's router holds it: p50 {pct(fleet, 50):.2f} ms, "
+                  f"p99 {pct(fleet, 99):.2f} ms, max {max(fleet):.2f} ms")
+            print(f"  -> one sibling pod: p50 {pct(per_pod, 50):.2f} ms, p99 {pct(per_pod, 99):.2f} ms")
+            own = [(seen[0].at[f"{tag}-g{i}-bad"] - hook_at[f"{tag}-g{i}-bad"]) * 1000 for i in range(a.decisions)]
+            print(f"  pod 0 itself (before its failure hook returned): p50 {pct(own, 50):.3f} ms, "
+                  f"p99 {pct(own, 99):.3f} ms")
         if a.baseline:
             for cb in callbacks[1:]:
                 await cb.aclose()
@@ -263,6 +301,7 @@ async def main_async(a: argparse.Namespace) -> None:
                   f"p50 {pct(base, 50):.0f} ms, p99 {pct(base, 99):.0f} ms, max {max(base):.0f} ms")
         if a.kafka:
             print(await kafka_transport(a.pods, a.kafka, tag))
+            print(await pubsub_transport(a.pods, a.kafka, tag))
         if a.hook_cost:
             print(await hook_cost(routers[0], pod0, f"{tag}-g0", a.hook_cost))
         stats = [f.stats for f in feeds if f is not None]

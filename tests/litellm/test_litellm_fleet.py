@@ -14,7 +14,6 @@ from __future__ import annotations
 import asyncio
 import time
 import uuid
-from collections.abc import Iterator
 from typing import Any
 from urllib.parse import urlparse
 
@@ -34,15 +33,6 @@ pytestmark = [pytest.mark.integration, pytest.mark.filterwarnings("ignore:.*Read
 COOLDOWN = 4  # router_settings.cooldown_time of the coolant config: a 401 has no Retry-After, so T3 gives D
 LEARN_WITHIN = 2.5  # pipeline (publish, worker, Redis) plus LiteLLM's Redis read interval (~1 s)
 RETURN_WITHIN = 2.0  # after the cooldown's end, until B picks the deployment again
-
-
-@pytest.fixture
-def fake() -> Iterator[FakeOpenAI]:
-    server = FakeOpenAI().start()
-    try:
-        yield server
-    finally:
-        server.stop()
 
 
 @pytest.fixture

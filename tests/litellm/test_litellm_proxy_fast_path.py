@@ -15,7 +15,6 @@ import subprocess
 import sys
 import time
 import uuid
-from collections.abc import Iterator
 from pathlib import Path
 from urllib.parse import urlparse
 
@@ -37,15 +36,6 @@ def _free_port() -> int:
         s.bind(("127.0.0.1", 0))
         port: int = s.getsockname()[1]
     return port
-
-
-@pytest.fixture
-def fake() -> Iterator[FakeOpenAI]:
-    server = FakeOpenAI().start()
-    try:
-        yield server
-    finally:
-        server.stop()
 
 
 def test_a_proxy_routes_around_a_429_after_meeting_it_once(
