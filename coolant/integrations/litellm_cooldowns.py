@@ -19,7 +19,8 @@ are still in force, the later-ending value winning for a deployment in both. Not
 coolant's entries are gone (expired, or never pushed) the router reads exactly what it read before.
 
 `CooldownFeed` subscribes to the Redis channel the materializer (and the pods' fast path) publish each
-cooldown write on (`materializer.cooldown_channel`) and applies each message to its `LocalCooldowns` at once.
+cooldown write on (`materializer.cooldown_channel`) and applies each message to its `LocalCooldowns` at once;
+an admin release (`DELETE /cooldowns/{id}`, K3) is announced there too and drops the copies it releases.
 While the subscription is down, the routers keep LiteLLM's own Redis reads, which see every cooldown within
 the read interval: nothing is lost, decisions just arrive up to ~1 s later. The loss and the recovery are
 logged, and counted in `FeedStats`.
@@ -104,6 +105,15 @@ class LocalCooldowns:
             self._make_room()
         self._local[deployment_id] = (end, value)
         return True
+
+    def release(self, deployment_id: str, at: float) -> bool:
+        """An admin release (K3): drop the copy of a cooldown that started at or before `at`. True if dropped."""
+        held = self._local.get(deployment_id)
+        ts = None if held is None else held[1].get("timestamp")
+        if isinstance(ts, int | float) and ts <= at:
+            del self._local[deployment_id]
+            return True
+        return False
 
     def apply_cooldown(self, cd: Cooldown) -> bool:
         return self.apply(cd.deployment_id, litellm_fields(cd))
@@ -255,13 +265,21 @@ class CooldownFeed:
         self._counts["received"] += 1
         try:
             msg = orjson.loads(data)
-            deployment_id, value = msg["deployment_id"], msg["value"]
-            if not isinstance(deployment_id, str) or not _valid(value):
+            deployment_id = msg["deployment_id"]
+            released = msg.get("released")
+            value = None if released is not None else msg["value"]
+            if not isinstance(deployment_id, str) or not (
+                _valid(value) if released is None else isinstance(released, int | float)
+            ):
                 raise ValueError(msg)
-        except (orjson.JSONDecodeError, KeyError, TypeError, ValueError):
+        except (orjson.JSONDecodeError, KeyError, TypeError, ValueError, AttributeError):
             self._counts["invalid"] += 1
             return 0
-        n = sum(1 for target in self._targets() if target.apply(deployment_id, value))
+        if released is not None:  # an admin release: the routers read Redis, where the keys are gone, again
+            n = sum(1 for target in self._targets() if target.release(deployment_id, float(released)))
+        else:
+            assert value is not None
+            n = sum(1 for target in self._targets() if target.apply(deployment_id, value))
         if n:
             self._counts["applied"] += 1
         return n

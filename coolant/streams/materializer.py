@@ -195,6 +195,11 @@ def push_message(cd: Cooldown) -> bytes:
     return orjson.dumps({"deployment_id": cd.deployment_id, "event_id": cd.event_id, "value": litellm_fields(cd)})
 
 
+def release_message(deployment_id: str, at: float) -> bytes:
+    """An admin release (K3) on `cooldown_channel`: pods drop their copies of cooldowns that started by `at`."""
+    return orjson.dumps({"deployment_id": deployment_id, "released": float(at)})
+
+
 def should_write(existing_end: float | None, until: float, now: float) -> bool:
     """The materialization rule (contract §4), the one `_COOLDOWN_LUA` applies inside Redis.
 

@@ -24,7 +24,15 @@ import redis.asyncio as redis_asyncio
 
 from coolant.schemas import Cooldown, InvalidRecord, from_dict
 from coolant.schemas.types import DURATION_MAX
-from coolant.streams.materializer import TRANSIENT_ERRORS, RedisSink, cooldown_key, detail_key, released_key
+from coolant.streams.materializer import (
+    TRANSIENT_ERRORS,
+    RedisSink,
+    cooldown_channel,
+    cooldown_key,
+    detail_key,
+    release_message,
+    released_key,
+)
 
 log = logging.getLogger(__name__)
 
@@ -38,12 +46,14 @@ _BATCH: Final = 200
 
 
 async def release(client: redis_asyncio.Redis, prefix: str, deployment_id: str, now: float) -> int:
-    """Delete a deployment's cooldown keys and mark it released at `now` (one transaction); the keys deleted."""
+    """Delete a deployment's cooldown keys and mark it released at `now` (one transaction, announced to the
+    pods' push feeds, which hold copies of the cooldowns); the keys deleted."""
     keys = [cooldown_key(prefix, deployment_id), detail_key(prefix, deployment_id)]
     async with client.pipeline(transaction=True) as pipe:
         pipe.delete(*keys)
         pipe.set(released_key(prefix, deployment_id), repr(float(now)), ex=RELEASE_KEEP)
-        deleted, _ = await pipe.execute()
+        pipe.publish(cooldown_channel(prefix), release_message(deployment_id, now))
+        deleted, _, _ = await pipe.execute()
     return int(deleted)
 
 

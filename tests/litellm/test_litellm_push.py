@@ -330,3 +330,35 @@ async def test_racing_litellms_own_write_never_shortens_what_routers_see(
         seen = dict(local.active_sync([bad]))[bad]
         assert seen["timestamp"] + seen["cooldown_time"] >= cd.until  # the pod never sees coolant's shortened
         assert max(redis_end, cd.until) == pytest.approx(max(now + litellm_s, cd.until))
+
+
+async def test_an_admin_release_reaches_the_pods_copies(redis: Redis, redis_url: str, tag: str) -> None:
+    """`DELETE /cooldowns/{id}` (repair.release) is announced: a pod that holds the cooldown through the push
+    drops it and routes to the deployment again; a cooldown that starts after the release is kept."""
+    from coolant.streams import repair
+
+    group, model_list = group_of(tag)
+    router = router_for(model_list, None, tag)
+    prefix = f"push-{tag}:"
+    pod = CoolantCallback(publisher=Collected(), redis_url=redis_url, redis_key_prefix=prefix, routers=[router])
+    feed = await pod.start_push()
+    assert feed is not None
+    await asyncio.wait_for(feed.subscribed.wait(), 10)
+    bad = f"{group}-bad"
+    try:
+        rec = Outcome(event_id=f"{tag}-1", ts=time.time(), deployment_id=bad, model_group=group, ok=False,
+                      status_code=429, exception_type="RateLimitError")
+        cd = prefetch(policy_for(model_list), rec)
+        assert cd is not None and await RedisSink(redis, prefix).write(cd)
+        while feed.stats.applied < 1:
+            await asyncio.sleep(0.005)
+        assert bad not in await picks(router, group, 60)
+        assert await repair.release(redis, prefix, bad, time.time()) == 2
+        while feed.stats.applied < 2:
+            await asyncio.sleep(0.005)
+        assert bad in await picks(router, group, 60)
+        local = local_cooldowns(router)
+        later = {"exception_received": "x", "status_code": "429", "timestamp": time.time() + 1, "cooldown_time": 30}
+        assert local.apply(bad, later) and not local.release(bad, time.time() - 5)
+    finally:
+        await pod.aclose()
