@@ -28,6 +28,9 @@ app = typer.Typer(
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
+    # click's plain help: paragraphs re-flowed to the terminal width and flags shown without a value type (rich
+    # mode keeps every docstring line break, and labels `--help` and other flags `<bool>`)
+    rich_markup_mode=None,
 )
 
 
@@ -173,7 +176,7 @@ def worker_command(
                      "clock (a publisher with a wrong clock would make later records late; B6)."),
     ] = 60.0,
 ) -> None:
-    """Run the live processor: Kafka in, the cooldown topic and Redis out (contract §5).
+    """Run the live processor: Kafka in, the cooldown topic and Redis out.
 
     Creates missing topics, consumes outcome, health and deployment records, decides with the
     same policy as `coolant replay`, publishes cooldown records and writes LiteLLM's
@@ -285,10 +288,10 @@ def demo_command(
     = "127.0.0.1:19092",
     redis_url: Annotated[str, typer.Option("--redis-url", envvar="REDIS_URL", help="Redis URL.")]
     = "redis://127.0.0.1:16379/0",
-    minutes: Annotated[float, typer.Option(help="Minutes of simulated gateway traffic.")] = 2.0,
+    minutes: Annotated[float, typer.Option(min=1.0, help="Minutes of simulated gateway traffic (at least 1).")] = 2.0,
     seed: Annotated[int, typer.Option(help="Simulation seed.")] = 1,
 ) -> None:
-    """Scenario S1 live: a worker, three simulated LiteLLM pods, free-tier keys drained by coding agents.
+    """A live demo: a worker, three simulated LiteLLM pods, free-tier keys drained by coding agents.
 
     Needs Kafka and Redis (`scripts/demo` starts both). Shows cooldowns appearing in Redis and
     expiring, then stops the worker it started. Exit 0 when cooldowns were emitted and expired.
@@ -311,7 +314,8 @@ def _register_extra_commands() -> None:
     app.command("alerts")(alerts_command)
     app.command("probe")(probe_command)
     deployments = typer.Typer(
-        help="The deployments topic: the workers' live registry (contract §1.3).", no_args_is_help=True
+        help="The deployments topic: the workers' live registry.", no_args_is_help=True,
+        rich_markup_mode=None,
     )
     deployments.command("sync")(deployments_sync_command)
     app.add_typer(deployments, name="deployments")

@@ -126,6 +126,7 @@ def tune_command(
     Prints a table ranked by --objective (stdout); writes CSV, JSON and HTML on request.
     Example, the S1 lesson (30 s cooldowns flap, 60 s hardly; see examples/tuning):
 
+    \b
         coolant tune s1.jsonl.gz -c s1.yaml -g 'model_list.*.model_info.cooldown_time=30,60' --objective flaps
 
     Exit status: 0 when it ran (invalid records are reported), 2 on a bad config, grid, option or file.
