@@ -159,6 +159,10 @@ def worker_command(
         float, typer.Option(min=0.01, help="Admin API writes per second this worker accepts (bursts of 20); more "
                             "answer 429.")
     ] = 2.0,
+    verbose: Annotated[
+        bool, typer.Option("--verbose", "-v", help="Faust's and the Kafka client's own logs at --loglevel too "
+                           "(without it: their warnings and errors only).")
+    ] = False,
     admin_token: Annotated[
         str | None,
         typer.Option("--admin-token", envvar="COOLANT_ADMIN_TOKEN", show_default=False,
@@ -220,7 +224,7 @@ def worker_command(
         misrouted="republish" if misrouted == "republish" else "count",
     )
     try:
-        run(replace(cfg, runtime=rt), opts, loglevel, shadow)
+        run(replace(cfg, runtime=rt), opts, loglevel, shadow, verbose)
     except ConfigError as exc:  # an unset os.environ/ variable, an unreadable CA file
         raise fail(str(exc)) from None
     except ConnectionFailed as exc:  # e.g. a wrong SASL password: Kafka refused us before the worker started

@@ -35,6 +35,8 @@ from coolant.status import ActiveCooldown, active_cooldowns
 from coolant.topics import Topics
 
 BROKEN_KEY = "gemini-flash-free-2"
+PLAIN_INTERVAL = 5.0
+"""Seconds between progress lines when the console is not a terminal."""
 
 
 @dataclass
@@ -46,6 +48,8 @@ class DemoState:
     cooldowns: list[Cooldown] = field(default_factory=list)
     active: list[ActiveCooldown] = field(default_factory=list)
     cooled: set[str] = field(default_factory=set)
+    ever_active: set[str] = field(default_factory=set)
+    """Deployments seen cooled in Redis at some point: the cooldowns reached the routers."""
     phase: str = "starting"
 
 
@@ -77,8 +81,9 @@ def _screen(state: DemoState, minutes: float) -> Group:
         "  ".join(f"{k}: {v:,}" for k, v in sorted(state.statuses.items())),
     )
     active = Table(title="active cooldowns in Redis (what every LiteLLM router sees)", expand=True)
+    # columns wrap (fold) when narrow, never cut an id: the two free keys differ only in their last character
     for col in ("deployment", "group", "reason", "status", "remaining s"):
-        active.add_column(col, no_wrap=True, min_width=len(BROKEN_KEY) if col == "deployment" else None)
+        active.add_column(col, overflow="fold", min_width=len(BROKEN_KEY) if col == "deployment" else None)
     for c in state.active:
         active.add_row(c.deployment_id, c.model_group or "-", c.reason or "-", c.status_code or "-",
                        f"{c.remaining:5.1f}")
@@ -86,7 +91,7 @@ def _screen(state: DemoState, minutes: float) -> Group:
         active.add_row("-", "-", "-", "-", "-")
     feed = Table(title="coolant.cooldowns (the alert feed), newest last", expand=True)
     for col in ("start", "deployment", "reason", "status", "seconds", "window s/f"):
-        feed.add_column(col, no_wrap=True, min_width=len(BROKEN_KEY) if col == "deployment" else None)
+        feed.add_column(col, overflow="fold", min_width=len(BROKEN_KEY) if col == "deployment" else None)
     for cd in state.cooldowns[-8:]:
         feed.add_row(time.strftime("%H:%M:%S", time.gmtime(cd.ts)), cd.deployment_id, cd.reason,
                      str(cd.status_code), str(cd.cooldown_time), f"{cd.window.successes}/{cd.window.failures}")
@@ -130,35 +135,71 @@ async def _follow_cooldowns(state: DemoState, bootstrap: str, topic: str) -> Non
         await consumer.stop()
 
 
-async def _poll_redis(state: DemoState, redis: redis_asyncio.Redis) -> None:
+async def _poll_redis(state: DemoState, redis: redis_asyncio.Redis, key_prefix: str) -> None:
     while True:
-        state.active = await active_cooldowns(redis)
+        state.active = await active_cooldowns(redis, key_prefix)
         state.cooled = {c.deployment_id for c in state.active}
+        state.ever_active |= state.cooled
         await asyncio.sleep(0.25)
 
 
-async def _run(console: Console, bootstrap: str, redis_url: str, topics: Topics, minutes: float, seed: int,
-               worker: subprocess.Popen[bytes]) -> DemoState:
+def _progress_line(state: DemoState, elapsed: float) -> str:
+    """The screen in one line, for a console that is not a terminal (a log, CI): printed every few seconds."""
+    statuses = ", ".join(f"{k}: {v:,}" for k, v in sorted(state.statuses.items())) or "none yet"
+    return (f"[{elapsed:5.0f} s] {state.phase}: {state.sent:,} records published ({statuses}); "
+            f"{len(state.cooldowns)} cooldowns emitted, {len(state.active)} active in Redis")
+
+
+class _View:
+    """The live screen on a terminal; elsewhere a progress line every PLAIN_INTERVAL s and one final frame."""
+
+    def __init__(self, console: Console, state: DemoState, minutes: float) -> None:
+        self.console, self.state, self.minutes = console, state, minutes
+        self.live = Live(_screen(state, minutes), console=console, refresh_per_second=4) if console.is_terminal \
+            else None
+        self.t0 = self.last = time.monotonic()
+
+    def __enter__(self) -> _View:
+        if self.live is not None:
+            self.live.__enter__()
+        return self
+
+    def update(self) -> None:
+        if self.live is not None:
+            self.live.update(_screen(self.state, self.minutes))
+        elif time.monotonic() - self.last >= PLAIN_INTERVAL:
+            self.last = time.monotonic()
+            self.console.print(_progress_line(self.state, self.last - self.t0), highlight=False, markup=False)
+
+    def __exit__(self, *exc: object) -> None:
+        if self.live is not None:
+            self.live.update(_screen(self.state, self.minutes))
+            self.live.__exit__(None, None, None)
+        else:
+            self.console.print(_screen(self.state, self.minutes))
+
+
+async def _run(console: Console, bootstrap: str, redis_url: str, key_prefix: str, topics: Topics, minutes: float,
+               seed: int, worker: subprocess.Popen[bytes]) -> DemoState:
     state = DemoState(phase="playing traffic")
     redis = redis_asyncio.from_url(redis_url)
     tasks = [
         asyncio.create_task(_follow_cooldowns(state, bootstrap, topics.cooldowns)),
-        asyncio.create_task(_poll_redis(state, redis)),
+        asyncio.create_task(_poll_redis(state, redis, key_prefix)),
     ]
     try:
-        with Live(_screen(state, minutes), console=console, refresh_per_second=4) as live:
+        with _View(console, state, minutes) as view:
             play = asyncio.create_task(_produce(state, bootstrap, topics.outcomes, minutes, seed))
             while not play.done():
-                live.update(_screen(state, minutes))
+                view.update()
                 await asyncio.sleep(0.25)
             await play
             state.phase = "traffic over: waiting for the cooldowns to expire"
             deadline = time.monotonic() + 90
             while state.active and time.monotonic() < deadline and worker.poll() is None:
-                live.update(_screen(state, minutes))
+                view.update()
                 await asyncio.sleep(0.25)
             state.phase = "done"
-            live.update(_screen(state, minutes))
     finally:
         for t in tasks:
             t.cancel()
@@ -168,36 +209,55 @@ async def _run(console: Console, bootstrap: str, redis_url: str, topics: Topics,
 
 
 def run_demo(console: Console, bootstrap: str, redis_url: str, minutes: float = 2.0, seed: int = 1) -> int:
-    """Returns the exit status: 0 when cooldowns were emitted, written to Redis and expired."""
+    """Returns the exit status: 0 when cooldowns were emitted, written to Redis and expired.
+
+    Everything is the run's own: topics, consumer group and Redis keys (`demo-<id>:` prefix, as a LiteLLM
+    RedisCache namespace), so cooldowns of another worker on the same Redis never show up here; the working
+    directory (config, worker log, state) is removed at the end, the worker log's tail printed if it failed.
+    """
     run_id = uuid.uuid4().hex[:8]
     topics = Topics(f"demo-{run_id}.")
-    workdir = Path(tempfile.mkdtemp(prefix="coolant-demo-"))
-    config = workdir / "litellm.yaml"
-    write_litellm_config(s1(), config)  # S1's own router settings: allowed_fails 1, cooldown_time 60
-    port = _free_port()
-    log = workdir / "worker.log"
-    cmd = [sys.executable, "-m", "coolant.cli", "worker", "--config", str(config), "--bootstrap", bootstrap,
-           "--redis-url", redis_url, "--topic-prefix", topics.prefix, "--app-id", f"demo-{run_id}",
-           "--web-port", str(port), "--data-dir", str(workdir / "data"), "--partitions", "4", "-l", "warning"]
-    console.print(f"[bold]coolant demo[/bold]: config {config}, topics {topics.prefix}*, worker log {log}")
-    with log.open("wb") as out:
-        worker = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, env=os.environ.copy())
-    try:
-        _wait_healthy(port, worker, log)
-        state = asyncio.run(_run(console, bootstrap, redis_url, topics, minutes, seed, worker))
-    finally:
-        worker.send_signal(signal.SIGTERM)
+    key_prefix = f"demo-{run_id}:"
+    with tempfile.TemporaryDirectory(prefix="coolant-demo-") as tmp:
+        workdir = Path(tmp)
+        config = workdir / "litellm.yaml"
+        write_litellm_config(s1(), config)  # S1's own router settings: allowed_fails 1, cooldown_time 60
+        port = _free_port()
+        log = workdir / "worker.log"
+        cmd = [sys.executable, "-m", "coolant.cli", "worker", "--config", str(config), "--bootstrap", bootstrap,
+               "--redis-url", redis_url, "--redis-key-prefix", key_prefix, "--topic-prefix", topics.prefix,
+               "--app-id", f"demo-{run_id}", "--web-port", str(port), "--data-dir", str(workdir / "data"),
+               "--partitions", "4", "-l", "warning"]
+        console.print(f"[bold]coolant demo[/bold]: topics {topics.prefix}*, Redis keys {key_prefix}*, "
+                      f"{minutes:g} min of traffic", highlight=False)
+        state = DemoState()
+        with log.open("wb") as out:
+            worker = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, env=os.environ.copy())
         try:
-            worker.wait(30)
-        except subprocess.TimeoutExpired:
-            worker.kill()
-    reasons = Counter(cd.reason for cd in state.cooldowns)
-    console.print(
-        f"published {state.sent:,} outcome records; {len(state.cooldowns)} cooldowns "
-        f"({', '.join(f'{r}: {n}' for r, n in reasons.most_common()) or 'none'}); "
-        f"{len(state.active)} still active in Redis at the end"
-    )
-    ok = bool(state.cooldowns) and not state.active
-    if not ok:
-        console.print(f"[red]demo did not complete as expected[/red]; worker log: {log}")
-    return 0 if ok else 1
+            _wait_healthy(port, worker, log)
+            state = asyncio.run(_run(console, bootstrap, redis_url, key_prefix, topics, minutes, seed, worker))
+        finally:
+            worker.send_signal(signal.SIGTERM)
+            try:
+                worker.wait(30)
+            except subprocess.TimeoutExpired:
+                worker.kill()
+        reasons = Counter(cd.reason for cd in state.cooldowns)
+        console.line()
+        console.print(
+            f"published {state.sent:,} outcome records; {len(state.cooldowns)} cooldowns "
+            f"({', '.join(f'{r}: {n}' for r, n in reasons.most_common()) or 'none'}); "
+            f"{len(state.ever_active)} deployments cooled in Redis, {len(state.active)} still cooled at the end",
+            highlight=False,
+        )
+        problems = [
+            *(["no cooldown was emitted"] if not state.cooldowns else []),
+            *(["no cooldown reached Redis"] if state.cooldowns and not state.ever_active else []),
+            *([f"{len(state.active)} cooldowns had not expired 90 s after the traffic"] if state.active else []),
+        ]
+        if problems:
+            tail = log.read_text(errors="replace").splitlines()[-20:]
+            console.print(f"[red]demo did not complete as expected[/red]: {'; '.join(problems)}", highlight=False)
+            console.print("worker log (last lines):\n" + ("\n".join(tail) or "(empty)"), highlight=False,
+                          markup=False)
+        return 1 if problems else 0

@@ -40,7 +40,8 @@ def render_summary(summary: ReplaySummary, console: Console, seconds: float) -> 
 
     deps = Table(title=f"deployments (top {TOP_DEPLOYMENTS} by time cooled)", title_justify="left")
     for col in ("deployment", "outcomes", "failures", "probes", "cooldowns", "time cooled (s)"):
-        deps.add_column(col, justify="left" if col == "deployment" else "right")
+        # ids wrap (fold) rather than lose their tail to an ellipsis: two keys often differ only at the end
+        deps.add_column(col, justify="left" if col == "deployment" else "right", overflow="fold")
     ranked = sorted(summary.deployments.items(), key=lambda kv: (-kv[1].cooled_seconds, -kv[1].failures, kv[0]))
     for dep, t in ranked[:TOP_DEPLOYMENTS]:
         deps.add_row(dep, f"{t.outcomes:,}", f"{t.failures:,}", f"{t.probes:,}", f"{t.cooldowns:,}",

@@ -161,7 +161,8 @@ def render(cooldowns: Sequence[ActiveCooldown], console: Console) -> None:
         ("until (UTC)", "left"),
     )
     for name, justify in columns:
-        table.add_column(name, justify=justify)
+        # wrap (fold) rather than cut: ids of one group often differ only at the end
+        table.add_column(name, justify=justify, overflow="fold")
     for c in cooldowns:
         table.add_row(
             c.deployment_id,

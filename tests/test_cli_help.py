@@ -5,6 +5,8 @@ Checked on a wide terminal so that rich does not wrap a phrase across lines.
 
 from __future__ import annotations
 
+import itertools
+
 import pytest
 from typer.testing import CliRunner
 
@@ -44,7 +46,7 @@ def test_help_reads_cleanly_at_80_columns(command: list[str]) -> None:
     text = result.output
     assert "<bool>" not in text and "§" not in text and "contract" not in text, text
     description = text.split("\nOptions:")[0].split("\nArguments:")[0].splitlines()[1:]
-    for line, following in zip(description, description[1:], strict=False):
+    for line, following in itertools.pairwise(description):
         if not line.strip() or not following.strip() or following.startswith("      "):  # \b blocks stay as written
             continue
         first_word = following.split()[0]

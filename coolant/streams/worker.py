@@ -74,8 +74,39 @@ def _observe_write(kind: str, seconds: float) -> None:
     metrics.REDIS_WRITE_SECONDS.labels(kind).observe(seconds)
 
 
-def run(cfg: Config, opts: WorkerOptions, loglevel: str = "info", shadow: Config | None = None) -> None:
-    """Blocks until the worker stops (SIGTERM/SIGINT shut it down cleanly)."""
+LIBRARY_LOGGERS = ("faust", "mode", "aiokafka")
+"""Loggers whose INFO output (start-up and recovery tables, every service start and stop: hundreds of lines)
+is for debugging Faust, not for running coolant: warnings only, unless `coolant worker -v`."""
+
+
+class _StartupNoise(logging.Filter):
+    """ERRORs the Kafka client logs on every first start, then retries and recovers by itself: the group
+    coordinator asked for before a fresh broker has elected one, and the table changelog topics Faust is just
+    creating. (The worker's own topics exist before it starts, so their absence is still reported.)"""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        args = record.args if isinstance(record.args, tuple) else ()
+        if record.msg == "Group Coordinator Request failed: %s" and args:
+            return type(args[0]).__name__ != "GroupCoordinatorNotAvailableError"
+        if record.msg == "Topic %s not found in cluster metadata" and args:
+            return not str(args[0]).endswith("-changelog")
+        return True
+
+
+def quiet_libraries() -> None:
+    """Library logs at WARNING and without the start-up noise (`coolant worker` without -v)."""
+    for name in LIBRARY_LOGGERS:
+        logging.getLogger(name).setLevel(logging.WARNING)
+    for name in ("aiokafka.consumer.group_coordinator", "aiokafka.cluster"):
+        logging.getLogger(name).addFilter(_StartupNoise())
+
+
+def run(cfg: Config, opts: WorkerOptions, loglevel: str = "info", shadow: Config | None = None,
+        verbose: bool = False) -> None:
+    """Blocks until the worker stops (SIGTERM/SIGINT shut it down cleanly). `verbose`: Faust's and the Kafka
+    client's own logs at `loglevel` too (otherwise warnings only, see `quiet_libraries`)."""
+    if not verbose:
+        quiet_libraries()
     for name in drop_conflicting_env(os.environ):
         log.warning("ignoring environment variable %s: coolant sets it from its own options", name)
     loop = asyncio.new_event_loop()
@@ -86,7 +117,7 @@ def run(cfg: Config, opts: WorkerOptions, loglevel: str = "info", shadow: Config
     # Collect far less often, and leave what start-up built out of every collection.
     gc.set_threshold(GC_THRESHOLD, 50, 100)
     gc.freeze()
-    worker = faust.Worker(pipeline.app, loop=loop, loglevel=loglevel)
+    worker = faust.Worker(pipeline.app, loop=loop, loglevel=loglevel, quiet=not verbose)
     # Faust's terminal spinner puts a DEBUG handler on the root logger so it can spin on every log
     # call, which makes every library debug() build a record: a tenth of the worker's CPU.
     worker.spinner = None

@@ -584,19 +584,18 @@ class Worker:
         if self.proc is None:
             return None
         if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
+            self.proc.send_signal(signal.SIGTERM)  # the docker CLI passes it on to the container
             try:
                 self.proc.wait(timeout)
             except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(10)
+                self.kill()
         _RUNNING.discard(self)
         return self.proc.returncode
 
     def kill(self) -> None:
         """SIGKILL: a crash, no shutdown at all."""
-        if self.image is not None:  # the docker CLI does not pass SIGKILL on: kill the container itself
-            subprocess.run(["docker", "kill", self.container], capture_output=True, check=False, timeout=30)
+        if self.image is not None:  # the docker CLI does not pass SIGKILL on: remove the container itself
+            subprocess.run(["docker", "rm", "-f", self.container], capture_output=True, check=False, timeout=30)
         if self.proc is not None and self.proc.poll() is None:
             self.proc.kill()
             self.proc.wait(10)
