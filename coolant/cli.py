@@ -64,7 +64,8 @@ def replay_command(
     Writes one `coolant.cooldown/1` JSON line per cooldown and a summary to stderr: records read,
     invalid records with their line numbers, what each record did (counted, skip reasons, absorbed),
     cooldowns by reason, and a per-deployment table. Invalid records are reported, never fatal:
-    the exit status is 0 when the replay ran, 2 on a bad config or an unreadable file.
+    the exit status is 0 when the replay ran, 1 when the input held no valid record at all (an
+    empty or binary file), 2 on a bad config or an unreadable file.
     """
     cfg = load(config)
     try:
@@ -98,6 +99,9 @@ def replay_command(
         summary_json.write_bytes(orjson.dumps(summary.to_dict(), option=orjson.OPT_INDENT_2))
     if not quiet:
         render_summary(summary, err, seconds)
+    if summary.records == summary.invalid:  # a binary, empty or wrong file: say so rather than look like success
+        what = f"all {summary.invalid:,} lines are invalid" if summary.invalid else "it is empty"
+        raise fail(f"no valid record in the input ({what}); nothing was replayed", code=1)
 
 
 @app.command("worker")

@@ -305,3 +305,14 @@ def test_help_mentions_the_exit_codes() -> None:
     text = re.sub(r"\s+", " ", result.stdout)
     assert re.search(r"exit (status|code)", text, re.IGNORECASE)
     assert re.search(r"\b0\b", text) and re.search(r"\b2\b", text)
+
+
+@pytest.mark.parametrize("content", [bytes(range(256)) * 64, b"", b"\n\n"], ids=["binary", "empty", "blank"])
+def test_no_valid_record_exits_1_with_one_line(tmp_path: Path, content: bytes) -> None:
+    path = tmp_path / "input.bin"
+    path.write_bytes(content)
+    result = run(path, "--config", CONFIG, "--quiet")
+    assert result.exit_code == 1, result.stderr
+    errors = error_lines(result.stderr)
+    assert len(errors) == 1 and "no valid record" in errors[0], result.stderr
+    assert result.stdout_bytes == b""
