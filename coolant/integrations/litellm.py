@@ -580,7 +580,7 @@ class CoolantCallback(CustomLogger):
 
     async def _write(self, sink: RedisSink, cd: Cooldown) -> None:
         try:
-            await sink.write(cd)
+            await sink.write(cd, prefetch=True)
         except Exception:
             self._count("unwritten")
             now = time.monotonic()

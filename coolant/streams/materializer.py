@@ -42,13 +42,13 @@ TRANSIENT_ERRORS: Final = (ConnectionError, TimeoutError, BusyLoadingError)
 _INITIAL_BACKOFF: Final = 0.1
 
 # KEYS: cooldown key, detail key, release marker. ARGV: LiteLLM value, detail value, until in ms (ceiling),
-# until in s (repr), the cooldown's start ts (repr).
+# until in s (repr), the cooldown's start ts (repr), "1" for a pod's prefetch (else "0").
 # A cooldown that started at or before the deployment's last admin release (K3) is not written: checked here, in
 # the same script, so neither the materializer nor the repair can write one back after a DELETE returned.
 # The existing entry may be JSON (ours, or LiteLLM's async writer) or a Python literal (LiteLLM's sync writer
 # stores str(dict), whose last two items are always timestamp and cooldown_time); anything else is replaced.
-# An entry byte-identical to ours is the same decision (a pod's fast path wrote it first): written again, so the
-# detail key ends up the worker's.
+# An entry byte-identical to ours is the same decision: the worker writes it again (a pod's fast path wrote it
+# first, with its own reason and window in the detail key, which ends up the worker's); a prefetch leaves it.
 _COOLDOWN_LUA: Final = r"""
 local t = redis.call('TIME')
 local now = tonumber(t[1]) + tonumber(t[2]) / 1000000
@@ -66,7 +66,9 @@ if type(raw) == 'string' then
     local a, b = string.match(raw, "'timestamp': ([^,]+), 'cooldown_time': ([^}]+)}%s*$")
     ts, ct = tonumber(a), tonumber(b)
   end
-  if raw ~= ARGV[1] and type(ts) == 'number' and type(ct) == 'number' and ts + ct >= until_s then return 0 end
+  if raw == ARGV[1] then
+    if ARGV[6] == '1' then return 0 end
+  elseif type(ts) == 'number' and type(ct) == 'number' and ts + ct >= until_s then return 0 end
 end
 redis.call('SET', KEYS[1], ARGV[1], 'PXAT', ARGV[3])
 redis.call('SET', KEYS[2], ARGV[2], 'PXAT', ARGV[3])
@@ -231,8 +233,9 @@ class RedisSink:
         self._cooldown = client.register_script(_COOLDOWN_LUA)
         self._health = client.register_script(_HEALTH_LUA)
 
-    async def write(self, cd: Cooldown) -> bool:
-        """True if written; False if the rule skipped it (already over, or a later-ending entry is in force)."""
+    async def write(self, cd: Cooldown, *, prefetch: bool = False) -> bool:
+        """True if written; False if the rule skipped it (already over, or a later-ending entry is in force).
+        `prefetch`: a pod's fast-path write, which leaves an identical entry (the worker's) alone."""
         dep = cd.deployment_id
         prefix = self.key_prefix
         keys = [cooldown_key(prefix, dep), detail_key(prefix, dep), released_key(prefix, dep)]
@@ -243,6 +246,7 @@ class RedisSink:
             str(math.ceil(cd.until * 1000)),
             repr(float(cd.until)),
             repr(float(cd.ts)),
+            "1" if prefetch else "0",
         ]
         started = time.perf_counter()
         written = bool(await self._cooldown(keys=keys, args=args))

@@ -219,7 +219,8 @@ async def test_an_identical_entry_is_written_again_with_the_workers_detail(
     """A pod's fast path wrote the same LiteLLM value first (same decision, its own reason and window in the
     detail key): the worker's write of that decision goes through, so the detail key ends up the worker's."""
     pod = make_cd(ts=time.time(), duration=30, reason="non_retryable")
-    assert await sink.write(pod) is True
+    assert await sink.write(pod, prefetch=True) is True
+    assert await sink.write(pod, prefetch=True) is False  # a prefetch never rewrites an identical entry
     worker = Cooldown(**{**{f: getattr(pod, f) for f in pod.__struct_fields__}, "reason": "failure_rate",
                          "window": Window(pod.ts, 3, 5)})
     assert litellm_value(worker) == litellm_value(pod)
@@ -227,6 +228,8 @@ async def test_an_identical_entry_is_written_again_with_the_workers_detail(
     assert await r.get(cooldown_key(prefix, "d1")) == litellm_value(worker)
     assert await r.get(detail_key(prefix, "d1")) == encode(worker)
     assert (await r.pexpiretime(detail_key(prefix, "d1"))) == math.ceil(worker.until * 1000)
+    assert await sink.write(pod, prefetch=True) is False  # a late prefetch leaves the worker's detail alone
+    assert await r.get(detail_key(prefix, "d1")) == encode(worker)
 
 
 async def test_each_write_that_took_effect_is_published_after_it(r: Redis, sink: RedisSink, prefix: str) -> None:
