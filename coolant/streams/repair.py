@@ -23,7 +23,7 @@ import orjson
 import redis.asyncio as redis_asyncio
 
 from coolant.schemas import Cooldown, InvalidRecord, from_dict
-from coolant.schemas.types import DURATION_MAX
+from coolant.schemas.types import DURATION_MAX, TS_MAX
 from coolant.streams.materializer import (
     TRANSIENT_ERRORS,
     RedisSink,
@@ -43,6 +43,7 @@ FULL_EVERY: Final = 60.0
 RELEASE_KEEP: Final = int(DURATION_MAX) + 86_400
 """K3: how long a release marker is kept: longer than any cooldown a record can ask for (B3)."""
 _BATCH: Final = 200
+_UNTIL_MAX: Final = TS_MAX + DURATION_MAX
 
 
 async def release(client: redis_asyncio.Redis, prefix: str, deployment_id: str, now: float) -> int:
@@ -68,7 +69,9 @@ def in_force(histories: Iterable[bytes], now: float) -> list[Cooldown]:
         best = None
         for item in items if isinstance(items, list) else ():
             until = item.get("until") if isinstance(item, dict) else None
-            if isinstance(until, int | float) and until > now and (best is None or until > best["until"]):
+            if not isinstance(until, int | float) or not now < until < _UNTIL_MAX:
+                continue  # over, or beyond what any bounded record yields (junk written to the topic by hand)
+            if best is None or until > best["until"]:
                 best = item
         if best is None:
             continue
@@ -162,8 +165,14 @@ class Repairer:
             if missing_only and todo:
                 present = await client.mget([cooldown_key(prefix, cd.deployment_id) for cd in todo])
                 todo = [cd for cd, value in zip(todo, present, strict=True) if value is None]
-            results = await asyncio.gather(*(self.sink.write(cd) for cd in todo))
-            n = sum(1 for r in results if r)
+            results = await asyncio.gather(*(self.sink.write(cd) for cd in todo), return_exceptions=True)
+            for cd, result in zip(todo, results, strict=True):
+                if isinstance(result, TRANSIENT_ERRORS):
+                    raise result
+                if isinstance(result, Exception):  # P1: one value Redis refuses must not stop the others
+                    log.warning("redis repair: %s not written: %s: %s", cd.deployment_id, type(result).__name__,
+                                result)
+            n = sum(1 for r in results if r is True)
             written += n
             skipped += len(chunk) - n
         return written, skipped

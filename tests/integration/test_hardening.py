@@ -209,3 +209,43 @@ async def test_redis_restart_without_persistence_is_repaired(case: Case, kafka_b
     case.log(f"repaired {time.monotonic() - restarted:.1f} s after the restart")
     assert await w.metric("coolant_redis_reasserted_total", result="written") >= before + len(latest)
     assert w.alive
+
+
+async def test_junk_on_the_cooldowns_topic_stops_no_stage(case: Case, kafka_bootstrap: str, redis_url: str) -> None:
+    """P1 for the materializer and the history agent: a cooldown record Redis or the encoder refuses is
+    dead-lettered, and the next one is written."""
+    w = await case.worker("a", kafka_bootstrap, redis_url=redis_url)
+    await w.wait_ready()
+    assert w.proc is not None
+    pid = w.proc.pid
+    now = time.time()
+
+    def cooldown(dep: str, until: float, status: int | str = 429) -> bytes:
+        rec = {"schema": "coolant.cooldown/1", "event_id": f"cd-junk-{dep}", "deployment_id": dep,
+               "model_group": "grp-0", "ts": now, "until": until, "cooldown_time": 600, "reason": "manual",
+               "status_code": 0, "exception_type": None, "exception_received": "", "trigger_event_id": "t",
+               "window": {"start": now, "successes": 0, "failures": 0}}
+        return orjson.dumps(rec).replace(b'"status_code":0', b'"status_code":' + str(status).encode())
+
+    junk = [(b"dep-00", cooldown("dep-00", 1e308)), (b"dep-01", cooldown("dep-01", now + 600, "1" + "0" * 25)),
+            (b"dep-02", b"not json"), (b"dep-04", None)]
+    good = cooldown("dep-05", now + 600)
+    sent = await produce(kafka_bootstrap, case.cooldowns, [*junk, (b"dep-05", good)])  # type: ignore[list-item]
+    client = Redis.from_url(redis_url)
+    try:
+        async def written() -> bool:
+            return await client.get(f"{case.key_prefix}deployment:dep-05:cooldown") is not None
+
+        await wait_for(written, "the good cooldown after the junk in Redis", on_timeout=case.logs)
+    finally:
+        await client.aclose()
+    junk_at = {(m.partition, m.offset) for m in sent[:-1]}
+
+    async def all_dead() -> list[dict[str, Any]]:
+        dead = [orjson.loads(m.value) for m in await read_topic(kafka_bootstrap, case.deadletter)]
+        mine = [d for d in dead if d["topic"] == case.cooldowns and (d["partition"], d["offset"]) in junk_at]
+        return mine if len(mine) == len(junk) else []
+
+    dead = await wait_for(all_dead, "every junk cooldown dead-lettered", on_timeout=case.logs)
+    assert any("materializer" in d["error"] for d in dead), [d["error"] for d in dead]
+    assert w.alive and w.proc.pid == pid

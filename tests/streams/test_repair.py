@@ -79,3 +79,23 @@ async def test_reassert_restores_lost_keys_but_never_shortens_or_undoes_a_releas
     await repairer.tick()
     assert seen[-1] == ("periodic", 1, 2)
     assert await client.get(cooldown_key(prefix, "lost")) == litellm_value(lost)
+
+
+async def test_one_value_redis_refuses_does_not_stop_the_others(r: tuple[Redis, str]) -> None:
+    client, prefix = r
+    now = time.time()
+    good, absurd = _cd("good", now, 600), _cd("absurd", now, 1e308)  # PXAT of 1e311 ms: Redis or Python refuses
+    assert in_force([_history(absurd)], now) == []  # beyond any bounded record: never tried
+    sink = RedisSink(client, prefix)
+    refused = _cd("refused", now, 600)
+
+    async def write(cd: Cooldown) -> bool:
+        if cd.deployment_id == "refused":
+            raise ValueError("refused")
+        return await RedisSink.write(sink, cd)
+
+    sink.write = write  # type: ignore[method-assign]
+    repairer = Repairer(sink, lambda: [_history(refused), _history(good)])
+    written, skipped = await repairer.reassert()
+    assert (written, skipped) == (1, 1)
+    assert await client.get(cooldown_key(prefix, "good")) == litellm_value(good)
