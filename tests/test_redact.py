@@ -90,3 +90,15 @@ def test_redact_bytes_keeps_invalid_utf8_around_matches() -> None:
     out = redact_bytes(raw)
     assert out.startswith(b"\xff\xfe key ") and out.endswith(b" \xff") and b"Xb3kQ9" not in out
     assert redact_bytes(b"\xff plain") == b"\xff plain"
+
+
+def test_health_transitions_are_redacted() -> None:
+    from coolant.processors.health import transition
+    from coolant.schemas import Health
+
+    probe = Health(event_id="p", ts=1_800_000_000.0, deployment_id="d", model_group="g", healthy=False,
+                   status_code=401, exception_type="AuthenticationError",
+                   exception_message="AKIAIOSFODNN7EXAMPLE: The security token included in the request is invalid")
+    ht = transition(None, probe)
+    assert ht is not None and "AKIAIOSFODNN7EXAMPLE" not in ht.exception_received
+    assert ht.exception_received.startswith(REDACTED)
