@@ -198,7 +198,7 @@ class Capture(CustomLogger):
         self.args = (kwargs, response_obj, start_time, end_time)
 
 
-async def hook_cost(router: Any, cb: CoolantCallback, group: str, n: int) -> str:
+async def hook_cost(router: Any, cb: CoolantCallback, group: str, n: int, label: str) -> str:
     capture = Capture()
     saved = list(litellm.callbacks)
     litellm.callbacks = [capture]
@@ -218,7 +218,7 @@ async def hook_cost(router: Any, cb: CoolantCallback, group: str, n: int) -> str
         wall.append((time.perf_counter_ns() - t) / 1000.0)
         if i % 100 == 0:
             await asyncio.sleep(0)  # let the feed and LiteLLM's own tasks run between calls, as under traffic
-    return (f"success hook, {n} calls with the push subscription running (µs): wall p50 {pct(wall, 50):.1f}, "
+    return (f"success hook, {n} calls, {label}, push subscription running (µs): wall p50 {pct(wall, 50):.1f}, "
             f"p99 {pct(wall, 99):.1f}; thread CPU p50 {pct(cpu, 50):.1f}, p99 {pct(cpu, 99):.1f}")
 
 
@@ -303,7 +303,29 @@ async def main_async(a: argparse.Namespace) -> None:
             print(await kafka_transport(a.pods, a.kafka, tag))
             print(await pubsub_transport(a.pods, a.kafka, tag))
         if a.hook_cost:
-            print(await hook_cost(routers[0], pod0, f"{tag}-g0", a.hook_cost))
+            print(await hook_cost(routers[0], pod0, f"{tag}-g0", a.hook_cost, "null publisher"))
+            if a.hook_kafka:
+                from coolant.publish import Publisher
+                from tests.integration.harness import create_topics, delete_topics
+
+                await create_topics(os.environ.get("KAFKA_BOOTSTRAP", "127.0.0.1:19092"), f"{tag}h.", 1)
+
+                kafka_pod = CoolantCallback(publisher=Publisher(os.environ.get("KAFKA_BOOTSTRAP", "127.0.0.1:19092"),
+                                                                topic_prefix=f"{tag}h."),
+                                            policy=policy, redis_url=REDIS_URL, redis_key_prefix=namespace,
+                                            routers=[routers[0]], gateway="pod-0k")
+                feed = await kafka_pod.start_push()
+                assert feed is not None
+                await asyncio.wait_for(feed.subscribed.wait(), 10)
+                pub = kafka_pod.publisher
+                await pub.start()
+                try:
+                    print(await hook_cost(routers[0], kafka_pod, f"{tag}-g0", a.hook_cost, "Kafka publisher"))
+                    print(f"  publisher {pub.stats}")
+                finally:
+                    await pub.stop(5.0)
+                    await kafka_pod.aclose()
+                    await delete_topics(os.environ.get("KAFKA_BOOTSTRAP", "127.0.0.1:19092"), [f"{tag}h."])
         stats = [f.stats for f in feeds if f is not None]
         print(f"feeds: received {sum(s.received for s in stats)}, applied {sum(s.applied for s in stats)}, "
               f"invalid {sum(s.invalid for s in stats)}, down {sum(s.down for s in stats)}; pod 0 {pod0.stats}")
@@ -324,6 +346,7 @@ def main() -> None:
     p.add_argument("--decisions", type=int, default=200, help="decisions timed with the push")
     p.add_argument("--baseline", type=int, default=30, help="decisions timed without it (0: skip)")
     p.add_argument("--kafka", type=int, default=0, help="messages timed over Kafka without a group (0: skip)")
+    p.add_argument("--hook-kafka", action="store_true", help="also time the hook with a real Kafka publisher")
     p.add_argument("--hook-cost", type=int, default=5000, help="success hook calls timed (0: skip)")
     p.add_argument("--gap", type=float, default=0.02, help="seconds between two decisions")
     asyncio.run(main_async(p.parse_args()))

@@ -362,3 +362,23 @@ async def test_an_admin_release_reaches_the_pods_copies(redis: Redis, redis_url:
         assert local.apply(bad, later) and not local.release(bad, time.time() - 5)
     finally:
         await pod.aclose()
+
+
+def test_sync_requests_cool_the_pod_too(tag: str) -> None:
+    """`Router.completion` calls the sync failure hook on the request thread: the pod's routers hold the
+    cooldown when it returns; the Redis write is left to the worker (counted `unwritten`)."""
+    group, model_list = group_of(tag)
+    router = router_for(model_list, None, tag, num_retries=1)
+    collected = Collected()
+    cb = CoolantCallback(publisher=collected, policy=policy_for(model_list), routers=[router])
+    saved = list(litellm.callbacks)
+    litellm.callbacks = [cb]
+    try:
+        served = [router.completion(model=group, messages=MESSAGES)._hidden_params["model_id"] for _ in range(20)]
+    finally:
+        litellm.callbacks = saved
+        litellm.logging_callback_manager.remove_callback_from_all_lists(cb)
+        cb.close()
+    bad = f"{group}-bad"
+    assert bad not in served and [r.deployment_id for r in collected.records if not r.ok] == [bad]
+    assert (cb.stats.prefetched, cb.stats.unwritten) == (1, 1)
