@@ -128,8 +128,8 @@ class LocalCooldowns:
 
     def _make_room(self) -> None:
         now = self._clock()
-        for key in [k for k, (end, _) in self._local.items() if end <= now]:
-            del self._local[key]
+        for key in [k for k, (end, _) in list(self._local.items()) if end <= now]:  # sync hooks write from threads
+            self._local.pop(key, None)
         while len(self._local) >= self.max_entries:
             del self._local[min(self._local, key=lambda k: self._local[k][0])]
 
@@ -153,7 +153,7 @@ class LocalCooldowns:
             if mine[0] > now:
                 out.append((model_id, mine[1]))
             else:
-                del local[model_id]
+                local.pop(model_id, None)
         return tuple(out)
 
     # -- LiteLLM's reads, merged --
@@ -174,7 +174,7 @@ class LocalCooldowns:
     def snapshot(self) -> Mapping[str, Value]:
         merged = dict(self._inner.snapshot())
         now = self._clock()
-        for model_id, (end, value) in self._local.items():
+        for model_id, (end, value) in list(self._local.items()):
             key = f"deployment:{model_id}:cooldown"
             if end > now and end > _end(merged.get(key, {})):
                 merged[key] = value

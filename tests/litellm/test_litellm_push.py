@@ -382,3 +382,26 @@ def test_sync_requests_cool_the_pod_too(tag: str) -> None:
     bad = f"{group}-bad"
     assert bad not in served and [r.deployment_id for r in collected.records if not r.ok] == [bad]
     assert (cb.stats.prefetched, cb.stats.unwritten) == (1, 1)
+
+
+def test_the_pods_copy_never_shortens_and_stays_bounded(tag: str) -> None:
+    group, model_list = group_of(tag)
+    local = local_cooldowns(router_for(model_list, None, tag))
+    now = time.time()
+
+    def value(ts: float, ct: float) -> dict[str, Any]:
+        return {"exception_received": "x", "status_code": "429", "timestamp": ts, "cooldown_time": ct}
+
+    bad = f"{group}-bad"
+    assert local.apply(bad, value(now, 60))
+    assert not local.apply(bad, value(now + 1, 5))  # ends earlier: kept the later end
+    assert not local.apply(bad, value(now - 100, 50))  # already over: never resurrected
+    assert local.apply(bad, value(now + 1, 120))
+    held = local.held(bad)
+    assert held is not None and held["cooldown_time"] == 120
+    local.max_entries = 3
+    for i in range(10):
+        local.apply(f"other-{i}", value(now, 10 + i))
+    assert len(local) == 3  # the soonest to end went first
+    assert [d for d in (bad, "other-9", "other-8", "other-7", "other-0") if local.held(d) is not None] == [
+        bad, "other-9", "other-8"]
