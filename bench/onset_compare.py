@@ -13,7 +13,8 @@ side by side on the same upstream switch, with their own deployments:
   litellm   LiteLLM's defaults: V2 per process (>50 % failures over >= 5 requests, each pod counting in its own
             60 s keys), cooldowns (5 s) shared through Redis
   coolant   the Routers run with `disable_cooldowns=True` and `CoolantCallback`; one `coolant worker` decides
-            (default profile, so D7, plus `recool_coalesce` from --coalesce) and writes the Redis keys
+            (default profile, so D7, plus `recool_coalesce` from --coalesce) and writes the Redis keys; each pod
+            publishes as its own gateway (`pod-0`..`pod-2`), as three proxy processes would
 
 Event time is the wall clock (the callback stamps each record), so the onset second is the one the minute window
 sees. Prints, per onset, the failed requests of each run, and for coolant the cooldown records per incident (an
@@ -52,7 +53,7 @@ from support_litellm import MESSAGES, FakeOpenAI, deployment  # noqa: E402
 from coolant.config import load_config  # noqa: E402
 from coolant.integrations.litellm import CoolantCallback  # noqa: E402
 from coolant.processors import Engine  # noqa: E402
-from coolant.schemas import Outcome, decode  # noqa: E402
+from coolant.schemas import Outcome, decode, encode  # noqa: E402
 from tests.integration.harness import (  # noqa: E402
     Worker,
     create_topics,
@@ -67,6 +68,21 @@ PODS = 3
 MODES = ("litellm", "coolant")
 
 litellm.suppress_debug_info = True
+
+
+class PodCallback(CoolantCallback):
+    """`CoolantCallback` with the record's `gateway` set to the pod that served the request (metadata `pod`): the
+    three Routers share one process, and one callback, but must publish as three gateways (D7 counts per pod)."""
+
+    def _handle(self, kwargs: Any, start_time: Any, end_time: Any, ok: bool, sink_for: Any) -> Any:
+        params = kwargs.get("litellm_params") if isinstance(kwargs, dict) else None
+        meta = (params or {}).get("metadata") or kwargs.get("metadata") or {}
+        saved = self._gateway
+        self._gateway = meta.get("pod") or saved  # no await in between: no other hook sees it
+        try:
+            return super()._handle(kwargs, start_time, end_time, ok, sink_for)
+        finally:
+            self._gateway = saved
 
 
 def run_ids(tag: str, onset: int, rep: int, mode: str) -> tuple[str, list[str]]:
@@ -106,10 +122,10 @@ async def run(fake: FakeOpenAI, mode: str, group: str, deps: list[str], switch: 
     tasks: set[asyncio.Task[None]] = set()
     onset = start_at + a.warmup
 
-    async def one(router: Any) -> None:
+    async def one(pod: int) -> None:
         nonlocal failed
         try:
-            await router.acompletion(model=group, messages=MESSAGES)
+            await routers[pod].acompletion(model=group, messages=MESSAGES, metadata={"pod": f"pod-{pod}"})
         except Exception:
             if time.time() >= onset:
                 failed += 1
@@ -121,7 +137,7 @@ async def run(fake: FakeOpenAI, mode: str, group: str, deps: list[str], switch: 
     next_at = time.monotonic()
     end = onset + a.incident
     while time.time() < end:
-        task = asyncio.create_task(one(routers[total % PODS]))
+        task = asyncio.create_task(one(total % PODS))
         tasks.add(task)
         task.add_done_callback(tasks.discard)
         total += 1
@@ -178,7 +194,7 @@ async def main_async(a: argparse.Namespace) -> None:
     worker = Worker(name="onset", config=config, bootstrap=BOOTSTRAP, topic_prefix=prefix, app_id=f"{tag}-app",
                     workdir=workdir, redis_url=REDIS_URL, redis_key_prefix=f"{namespace}:", partitions=2)
     worker.start()
-    cb = CoolantCallback(BOOTSTRAP, topic_prefix=prefix, gateway="bench")
+    cb = PodCallback(BOOTSTRAP, topic_prefix=prefix, gateway="bench")
     litellm.callbacks = [cb]  # every pod publishes; the litellm runs' deployments are unknown to the worker (R6)
     results: dict[tuple[int, str], list[RunResult]] = {}
     try:
@@ -228,7 +244,7 @@ def replayed(outcomes: list[Any], config: Path, coalesce: float | None) -> list[
     policy = replace(policy, options=replace(policy.options, recool_coalesce=coalesce))
     engine = Engine(policy)
     recs = sorted((r for r in outcomes if isinstance(r, Outcome)), key=lambda r: r.ts)
-    return [cd.to_dict() for cd in engine.run(recs)]
+    return [orjson.loads(encode(cd)) for cd in engine.run(recs)]
 
 
 def report(a: argparse.Namespace, tag: str, onsets: list[int], results: dict[tuple[int, str], list[RunResult]],

@@ -317,6 +317,11 @@ VECTORS_D7 = [
     V("WC7", 2, {}, None, [*WC4_LEAD, r(401, at=60)], [NO] * 10 + [fr(5, window=(55, 0, 6), counts=(0, 1))],
         "D7: V2.3 on the counters ranks before V2.4 (the window alone says non_retryable)"),
     V("WC8", 2, COUNTERS_OFF, None, [*WC4_LEAD, r(500, at=60)], [NO] * 11, "D1 alone: WC4 without the counters"),
+    V("WC9", 2, {}, None, [success(gateway="a", at=t) for t in range(5)] + [r(500, gateway="b", at=t) for t in range(30, 35)],
+        [NO] * 9 + [fr(5, window=(30, 0, 5), counts=(5, 5))],
+        "LC1: pod b's own counters hold 0/5, as that LiteLLM process counts; the window holds 5/5"),
+    V("WC10", 2, {}, None, [success(at=t) for t in range(5)] + [r(500, at=t) for t in range(30, 35)], [NO] * 10,
+        "LC1: records without a gateway share one pair of counters (5/5, as in the window)"),
 ]
 
 # docs/windows.md §4: X8, re-cool coalescing (opt-in).
@@ -340,7 +345,7 @@ VECTORS = VECTORS_6_1 + VECTORS_6_2 + VECTORS_D7 + VECTORS_X8
 def test_the_table_covers_every_vector_of_section_6() -> None:
     ids = [v.id for v in VECTORS]
     expected = [f"v{i:03d}" for i in range(1, 129)] + [f"W{i}" for i in range(1, 13)] + [f"XV{i}" for i in range(1, 13)]
-    expected += [f"WC{i}" for i in range(1, 9)] + [f"XC{i}" for i in range(1, 5)]
+    expected += [f"WC{i}" for i in range(1, 11)] + [f"XC{i}" for i in range(1, 5)]
     assert ids == expected
 
 

@@ -17,7 +17,7 @@ from coolant.processors.decide import Candidate, Failure, decide, gate
 from coolant.processors.duration import request_duration, router_duration
 from coolant.processors.emit import admit, build
 from coolant.processors.policy import COUNTER_TTL, DeploymentEntry, Options, Policy
-from coolant.processors.state import DeploymentState, HealthState, PathState
+from coolant.processors.state import DeploymentState, HealthState, PathState, PodCounters
 from coolant.schemas import Cooldown, Health, Outcome, Record, Window
 
 PROBE_FAILED = "background_health_check_failed"
@@ -84,23 +84,27 @@ def step_outcome(policy: Policy, ps: PathState, rec: Outcome) -> Step:
         ps.windows[k] = [1, 0] if ok else [0, 1]
     else:
         cell[not ok] += 1
-    counters = o.litellm_counters
+    pod = None
+    if o.litellm_counters:  # LC2: the publisher's own counters, as that LiteLLM process keeps them
+        pod = ps.litellm.get(gateway := rec.gateway or "")
+        if pod is None:
+            pod = ps.litellm[gateway] = PodCounters()
     if ok:
-        if counters:  # LC2: LiteLLM's `<id>:successes`, anchored at its first increment
-            if ts >= ps.s_anchor + COUNTER_TTL:
-                ps.s_anchor = ts
-                ps.s_count = 1
+        if pod is not None:  # `<id>:successes`, anchored at its first increment
+            if ts >= pod.s_anchor + COUNTER_TTL:
+                pod.s_anchor = ts
+                pod.s_count = 1
             else:
-                ps.s_count += 1
+                pod.s_count += 1
         if ps.probation:
             ps.probation = False  # X7.2: a success ends probation
         return COUNTED if o.quota is None else _quota_step(policy, ps, rec)
-    if counters:  # LC2: LiteLLM's `<id>:fails`, counted before the decision reads it, as LiteLLM does
-        if ts >= ps.f_anchor + COUNTER_TTL:
-            ps.f_anchor = ts
-            ps.f_count = 1
+    if pod is not None:  # `<id>:fails`, counted before the decision reads it, as LiteLLM does
+        if ts >= pod.f_anchor + COUNTER_TTL:
+            pod.f_anchor = ts
+            pod.f_count = 1
         else:
-            ps.f_count += 1
+            pod.f_count += 1
     failure = Failure(429, "RateLimitError", ts) if pre_call else Failure(
         rec.status_code, exception_name(rec.exception_type), ts
     )
@@ -113,7 +117,7 @@ def step_outcome(policy: Policy, ps: PathState, rec: Outcome) -> Step:
         return Step(skip)
     assert entry is not None
     start, s, f = windows.counts(ps, ts, width)
-    view = windows.litellm_counts(ps, ts) if counters else None
+    view = None if pod is None else windows.litellm_counts(pod, ts)
     verdict = decide(policy, entry, ps, failure, duration, Window(start, s, f), view)
     if isinstance(verdict, str):
         if not (verdict == "below_threshold" and ps.probation and _on_probation(o, ps, ts)):

@@ -36,6 +36,16 @@ class HealthState:
 
 
 @dataclass(slots=True)
+class PodCounters:
+    """LiteLLM's `<id>:successes` and `<id>:fails` in one process (D7): each anchored at its first increment."""
+
+    s_anchor: float = NEG_INF
+    s_count: int = 0
+    f_anchor: float = NEG_INF
+    f_count: int = 0
+
+
+@dataclass(slots=True)
 class PathState:
     """One of a deployment's two independent state sets: request path or health path (D6)."""
 
@@ -53,12 +63,8 @@ class PathState:
     """Health path only: the latest probe's verdict (H1)."""
     probation: bool = False
     """X7: a backed-off cooldown was emitted and no success has been seen since."""
-    s_anchor: float = NEG_INF
-    s_count: int = 0
-    f_anchor: float = NEG_INF
-    f_count: int = 0
-    """Request path only: LiteLLM's own per-deployment counters, kept fleet-wide in event time (D7, LC1-LC3):
-    successes and failures, each anchored at its own first increment and live for 60 s from it."""
+    litellm: dict[str, PodCounters] = field(default_factory=dict)
+    """Request path only: per publisher (`gateway`), the counters that LiteLLM process keeps (D7, LC1-LC3)."""
 
     def to_dict(self) -> dict[str, Any]:
         """Everything but `seen`, which the live shell stores separately, as JSON-able data."""
@@ -71,14 +77,19 @@ class PathState:
             "gc_next": None if self.gc_next == NEG_INF else self.gc_next,
             "probe": None if self.probe is None else self.probe.to_dict(),
             "probation": self.probation,
-            "litellm": [_opt(self.s_anchor), self.s_count, _opt(self.f_anchor), self.f_count],
+            "litellm": {
+                gw: [_opt(c.s_anchor), c.s_count, _opt(c.f_anchor), c.f_count] for gw, c in self.litellm.items()
+            },
         }
 
     @classmethod
     def from_dict(cls, d: dict[str, Any], seen: MutableMapping[str, float] | None = None) -> PathState:
         """The inverse of `to_dict`. A state stored before D7 has no "litellm" entry: its counters start empty,
-        so the first record after an upgrade anchors them (LC1), as a restarted LiteLLM process would."""
-        sa, sc, fa, fc = d.get("litellm") or (None, 0, None, 0)
+        so the first record after an upgrade anchors them (LC1), as a restarted LiteLLM process would. One stored
+        by the first D7 version holds a single list: the counters of every publisher together."""
+        pods = d.get("litellm") or {}
+        if isinstance(pods, list):
+            pods = {"": pods}
         return cls(
             NEG_INF if d["hw"] is None else d["hw"],
             {int(k): [s, f] for k, s, f in d["windows"]},
@@ -89,10 +100,8 @@ class PathState:
             NEG_INF if d["gc_next"] is None else d["gc_next"],
             None if (p := d.get("probe")) is None else HealthState(p["is_healthy"], p["timestamp"], p["reason"]),
             bool(d.get("probation", False)),
-            NEG_INF if sa is None else sa,
-            sc,
-            NEG_INF if fa is None else fa,
-            fc,
+            {gw: PodCounters(NEG_INF if sa is None else sa, sc, NEG_INF if fa is None else fa, fc)
+             for gw, (sa, sc, fa, fc) in pods.items()},
         )
 
 

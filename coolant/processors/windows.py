@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from coolant.processors.policy import COUNTER_TTL
 from coolant.processors.policy import WINDOW_SECONDS as WINDOW
-from coolant.processors.state import NEG_INF, PathState
+from coolant.processors.state import PathState, PodCounters
 from coolant.schemas import Window
 
 
@@ -29,14 +29,15 @@ def counts(ps: PathState, ts: float, width: int) -> tuple[float, int, int]:
     return float(first * width), s, f
 
 
-def litellm_counts(ps: PathState, ts: float) -> Window:
-    """LC3: the counts one LiteLLM process would read at ts, had it seen the whole fleet's records.
+def litellm_counts(pod: PodCounters, ts: float) -> Window:
+    """LC3: the counts the publisher's LiteLLM process reads at ts when it decides on its failure.
 
     Each counter is read as 0 once ts is 60 s or more past its anchor (LiteLLM evicts the key). The failure
     counter was just incremented by the record being decided, so it is live. `start` is the earlier anchor.
     """
-    live_s = ts < ps.s_anchor + COUNTER_TTL
-    return Window(min(ps.s_anchor, ps.f_anchor) if live_s else ps.f_anchor, ps.s_count if live_s else 0, ps.f_count)
+    live_s = ts < pod.s_anchor + COUNTER_TTL
+    return Window(min(pod.s_anchor, pod.f_anchor) if live_s else pod.f_anchor, pod.s_count if live_s else 0,
+                  pod.f_count)
 
 
 def discard(ps: PathState, late_after: float, width: int) -> None:
@@ -47,10 +48,8 @@ def discard(ps: PathState, late_after: float, width: int) -> None:
     for name in [n for n, c in ps.counters.items() if c.expires <= horizon]:
         del ps.counters[name]
     # D7 counters that no non-late record can read any more (the next increment re-anchors them anyway).
-    if ps.s_anchor + COUNTER_TTL <= horizon:
-        ps.s_anchor, ps.s_count = NEG_INF, 0
-    if ps.f_anchor + COUNTER_TTL <= horizon:
-        ps.f_anchor, ps.f_count = NEG_INF, 0
+    for gateway in [g for g, c in ps.litellm.items() if max(c.s_anchor, c.f_anchor) + COUNTER_TTL <= horizon]:
+        del ps.litellm[gateway]
     # Ids arrive roughly in ts order and a dict keeps insertion order, so the expired ones are at
     # the front: stop at the first live one. A late id behind it stays a little longer, harmlessly.
     expired = []
