@@ -1,16 +1,19 @@
 """Live pipeline figures on the real broker and Redis (issue: live pipeline).
 
     scripts/kafka-local start && scripts/redis-local start
-    .venv/bin/python bench/live_bench.py [--records 200000] [--rate 2000] [--probes 200]
+    .venv/bin/python bench/live_bench.py [--records 200000] [--rate 2000] [--probes 200] [--deployments 2000]
+        [--sustain SECONDS]
 
-Prints three figures, each on its own fresh topics and worker:
+Prints three figures (four with --sustain), each on its own fresh topics and worker, with the worker's peak
+RSS (VmHWM) and its steady RSS (VmRSS at the end of the phase):
   floor      raw aiokafka consume rate of the same records on the same broker (no processing);
   capacity   one worker's catch-up rate: records pre-loaded, then the worker started; records/s
              from its first to its last processed record (read from its /metrics), and the ratio
              to the floor;
   latency    at --rate records/s of background traffic, --probes records that each trigger a
              cooldown (a 401 on a deployment of a two-deployment group): time from the producer's
-             send to the Redis key `deployment:<id>:cooldown` being readable; p50/p95/p99/max.
+             send to the Redis key `deployment:<id>:cooldown` being readable; p50/p95/p99/max;
+  sustain    --rate records/s over all --deployments for --sustain seconds; RSS sampled every 30 s.
 """
 
 from __future__ import annotations
@@ -27,6 +30,7 @@ import sys
 import tempfile
 import time
 import uuid
+from collections.abc import AsyncIterator
 from pathlib import Path
 from urllib.request import urlopen
 
@@ -39,6 +43,7 @@ from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 BOOTSTRAP = os.environ.get("KAFKA_BOOTSTRAP", "127.0.0.1:19092")
 REDIS_URL = os.environ.get("REDIS_URL", "redis://127.0.0.1:16379/0")
 DEPLOYMENTS = int(os.environ.get("BENCH_DEPLOYMENTS", "2000"))
+"""Set by --deployments (the environment variable is its default)."""
 PARTITIONS = 8
 
 
@@ -104,6 +109,17 @@ class Worker:
                 time.sleep(0.3)
         raise SystemExit(f"worker not ready; see {self.log}")
 
+    def memory(self) -> tuple[float, float]:
+        """(RSS, peak RSS) in MB, from /proc (Linux)."""
+        status = Path(f"/proc/{self.proc.pid}/status").read_text()
+        kb = {k: float(v.split()[0]) for k, v in (line.split(":", 1) for line in status.splitlines())
+              if k in ("VmRSS", "VmHWM")}
+        return kb["VmRSS"] / 1024, kb["VmHWM"] / 1024
+
+    def memory_line(self) -> str:
+        rss, peak = self.memory()
+        return f"worker RSS peak {peak:,.0f} MB, steady {rss:,.0f} MB"
+
     def stop(self) -> None:
         self.proc.send_signal(signal.SIGTERM)
         try:
@@ -150,7 +166,7 @@ async def floor_rate(topic: str, n: int) -> float:
         await consumer.stop()
 
 
-def capacity(config: Path, workdir: Path, n: int) -> float:
+def capacity(config: Path, workdir: Path, n: int) -> tuple[float, str]:
     prefix = f"bench-cap-{uuid.uuid4().hex[:6]}."
     asyncio.run(create_topic(prefix + "outcomes"))
     asyncio.run(preload(prefix + "outcomes", n))
@@ -171,9 +187,41 @@ def capacity(config: Path, workdir: Path, n: int) -> float:
             time.sleep(1)
         print(file=sys.stderr)
         assert first is not None and last is not None and last[0] > first[0]
-        return (last[1] - first[1]) / (last[0] - first[0])
+        return (last[1] - first[1]) / (last[0] - first[0]), worker.memory_line()
     finally:
         worker.stop()
+
+
+async def paced(rate: float, until: float) -> AsyncIterator[int]:
+    """0, 1, 2, ... at `rate` a second until `time.perf_counter()` passes `until`."""
+    interval, n, t_next = 1 / rate, 0, time.perf_counter()
+    while t_next < until:
+        t_next += interval
+        delay = t_next - time.perf_counter()
+        if delay > 0:
+            await asyncio.sleep(delay)
+        yield n
+        n += 1
+
+
+async def sustain_run(worker: Worker, prefix: str, rate: float, seconds: float) -> None:
+    """Background traffic over every deployment; RSS printed every 30 s."""
+    producer = AIOKafkaProducer(bootstrap_servers=BOOTSTRAP, linger_ms=5)
+    await producer.start()
+    topic = prefix + "outcomes"
+    t0 = time.perf_counter()
+    next_report = t0 + 30
+    try:
+        async for n in paced(rate, t0 + seconds):
+            dep = f"dep-{n % DEPLOYMENTS}"
+            await producer.send(topic, outcome(n, time.time(), dep, ok=n % 200 != 0), key=dep.encode())
+            if time.perf_counter() >= next_report:
+                next_report += 30
+                done = worker.metric("coolant_records_total")
+                print(f"  sustain {time.perf_counter() - t0:5.0f} s: {n:,} sent, {done:,.0f} processed, "
+                      f"{worker.memory_line()}", file=sys.stderr)
+    finally:
+        await producer.stop()
 
 
 async def latency_run(prefix: str, rate: float, probes: int) -> list[float]:
@@ -198,14 +246,11 @@ async def latency_run(prefix: str, rate: float, probes: int) -> list[float]:
 
     watcher = asyncio.create_task(watch())
     try:
-        interval = 1 / rate
         probe_every = max(1, int(rate * 0.25))  # four probes a second
-        n, probe, t_next = 0, 0, time.perf_counter()
-        while probe < probes:
-            t_next += interval
-            delay = t_next - time.perf_counter()
-            if delay > 0:
-                await asyncio.sleep(delay)
+        probe = 0
+        async for n in paced(rate, float("inf")):
+            if probe >= probes:
+                break
             if n % probe_every == 0:
                 dep = f"p{probe}-a"
                 pending[dep] = time.perf_counter()
@@ -214,7 +259,6 @@ async def latency_run(prefix: str, rate: float, probes: int) -> list[float]:
             else:
                 dep = f"dep-{n % DEPLOYMENTS}"
                 await producer.send(topic, outcome(n, time.time(), dep), key=dep.encode())
-            n += 1
         await asyncio.wait_for(watcher, 120)
     finally:
         watcher.cancel()
@@ -224,11 +268,15 @@ async def latency_run(prefix: str, rate: float, probes: int) -> list[float]:
 
 
 def main() -> None:
+    global DEPLOYMENTS
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--records", type=int, default=200_000)
     p.add_argument("--rate", type=float, default=2000)
     p.add_argument("--probes", type=int, default=200)
+    p.add_argument("--deployments", type=int, default=DEPLOYMENTS, help="deployments in the config and traffic")
+    p.add_argument("--sustain", type=float, default=0, help="seconds of --rate traffic for the memory figure")
     a = p.parse_args()
+    DEPLOYMENTS = a.deployments
     workdir = Path(tempfile.mkdtemp(prefix="coolant-bench-"))
     config = workdir / "fleet.yaml"
     write_config(config, a.probes)
@@ -239,8 +287,9 @@ def main() -> None:
     floor = asyncio.run(floor_rate(floor_topic, a.records))
     print(f"floor      {floor:>10,.0f} records/s  raw aiokafka consume, {a.records:,} records, {PARTITIONS} partitions")
 
-    cap = capacity(config, workdir, a.records)
-    print(f"capacity   {cap:>10,.0f} records/s  one worker catching up ({cap / floor:.1%} of the floor)")
+    cap, memory = capacity(config, workdir, a.records)
+    print(f"capacity   {cap:>10,.0f} records/s  one worker catching up ({cap / floor:.1%} of the floor); "
+          f"{DEPLOYMENTS:,} deployments; {memory}")
 
     prefix = f"bench-lat-{uuid.uuid4().hex[:6]}."
     worker = Worker(config, prefix, workdir)
@@ -248,12 +297,24 @@ def main() -> None:
         worker.wait_ready()
         time.sleep(3)  # let the consumer group settle before timing
         lat = sorted(asyncio.run(latency_run(prefix, a.rate, a.probes)))
+        memory = worker.memory_line()
     finally:
         worker.stop()
     q = statistics.quantiles(lat, n=100, method="inclusive")
     ms = {name: q[i] * 1000 for name, i in (("p50", 49), ("p95", 94), ("p99", 98))}
     print(f"latency    produce -> Redis key visible at {a.rate:,.0f} records/s, {len(lat)} probes: "
-          + ", ".join(f"{k} {v:.1f} ms" for k, v in ms.items()) + f", max {lat[-1] * 1000:.1f} ms")
+          + ", ".join(f"{k} {v:.1f} ms" for k, v in ms.items()) + f", max {lat[-1] * 1000:.1f} ms; {memory}")
+    if a.sustain:
+        prefix = f"bench-sus-{uuid.uuid4().hex[:6]}."
+        worker = Worker(config, prefix, workdir)
+        try:
+            worker.wait_ready()
+            asyncio.run(sustain_run(worker, prefix, a.rate, a.sustain))
+            time.sleep(5)  # let it drain what is in flight
+            print(f"sustain    {a.rate:,.0f} records/s over {DEPLOYMENTS:,} deployments for {a.sustain:,.0f} s: "
+                  f"{worker.metric('coolant_records_total'):,.0f} processed; {worker.memory_line()}")
+        finally:
+            worker.stop()
 
 
 if __name__ == "__main__":

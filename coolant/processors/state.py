@@ -9,9 +9,20 @@ from __future__ import annotations
 
 from collections.abc import MutableMapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol, runtime_checkable
 
 NEG_INF = float("-inf")
+
+
+@runtime_checkable
+class ForgetsExpired(Protocol):
+    """A `seen` store that forgets expired ids itself (L3), in whatever units it keeps them.
+
+    It may keep an id longer than `hw - late_after` (harmless: L1 drops any later copy as late) but never
+    forget one sooner; replay's plain dict is swept id by id instead.
+    """
+
+    def forget_before(self, horizon: float) -> None: ...
 
 
 @dataclass(slots=True)

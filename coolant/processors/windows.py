@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from coolant.processors.policy import COUNTER_TTL
 from coolant.processors.policy import WINDOW_SECONDS as WINDOW
-from coolant.processors.state import PathState, PodCounters
+from coolant.processors.state import ForgetsExpired, PathState, PodCounters
 from coolant.schemas import Window
 
 
@@ -50,12 +50,16 @@ def discard(ps: PathState, late_after: float, width: int) -> None:
     # D7 counters that no non-late record can read any more (the next increment re-anchors them anyway).
     for gateway in [g for g, c in ps.litellm.items() if max(c.s_anchor, c.f_anchor) + COUNTER_TTL <= horizon]:
         del ps.litellm[gateway]
+    seen = ps.seen
+    if type(seen) is not dict and isinstance(seen, ForgetsExpired):
+        seen.forget_before(horizon)
+        return
     # Ids arrive roughly in ts order and a dict keeps insertion order, so the expired ones are at
     # the front: stop at the first live one. A late id behind it stays a little longer, harmlessly.
     expired = []
-    for event_id, t in ps.seen.items():
+    for event_id, t in seen.items():
         if t >= horizon:
             break
         expired.append(event_id)
     for event_id in expired:
-        del ps.seen[event_id]
+        del seen[event_id]

@@ -4,13 +4,19 @@ a state reloaded from the written values is the state that was saved (the change
 from __future__ import annotations
 
 import asyncio
+import random
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import orjson
 
+from coolant.config import load_config
+from coolant.processors import step_outcome
 from coolant.processors.state import PathState
+from coolant.schemas import Outcome, decode
 from coolant.streams.pathstore import SEP, PathStore, SeenView
+from tests.integration.harness import fleet_traffic, write_config
 
 
 @dataclass
@@ -51,23 +57,52 @@ def replayed(sent: list[tuple[str, bytes, bytes | None, int]], topic: str) -> di
     return data
 
 
-def test_seen_view_span_follows_expiry() -> None:
-    view = SeenView()
+def test_seen_view_forgets_whole_chunks_past_the_horizon() -> None:
+    chunks: dict[int, dict[str, float]] = {}
+    view = SeenView(chunks.get)
+
+    def drain() -> list[tuple[int, dict[str, float] | None]]:
+        out = view.drain()
+        chunks.update({c: ids for c, ids in out if ids is not None})
+        return out
+
     view["a"], view["b"] = 1.0, 2.0
-    assert [c for c, ids in view.drain()] == [0]
+    assert [c for c, ids in drain()] == [0]
     view["c"] = 3.0
-    assert [c for c, ids in view.drain()] == [1]
+    assert [c for c, ids in drain()] == [1]
     assert view.span() == [0, 2]
-    del view["a"]
-    assert view.span() == [0, 2]  # chunk 0 still holds b
-    del view["b"]
-    assert view.drain() == [(0, None)]  # emptied chunk 0 -> a tombstone
-    assert view.span() == [1, 2]
-    del view["c"]
-    assert view.span() == [2, 2]
+    view.forget_before(2.0)
+    assert "a" in view and view.span() == [0, 2]  # chunk 0 still holds b (ts 2.0 is not before the horizon)
+    view.forget_before(2.5)
+    assert drain() == [(0, None)]  # forgotten chunk 0 -> a tombstone
+    assert set(view) == {"c"} and view.span() == [1, 2]
     view["d"] = 4.0
-    assert view.drain() == [(1, None), (2, {"d": 4.0})]
-    assert view.span() == [2, 3]
+    view.forget_before(10.0)  # d is not flushed yet: it stays until its chunk is forgotten
+    assert set(view) == {"d"} and view.span() == [2, 2]
+    assert drain() == [(1, None), (2, {"d": 4.0})]
+    assert view.span() == [2, 3] and view["d"] == 4.0
+
+
+def test_seen_view_decides_as_a_dict_does(tmp_path: Path) -> None:
+    """Replay keeps seen ids in a dict swept id by id; the chunked view must give every record the same step."""
+    policy = load_config(write_config(tmp_path / "c.yaml")).policy
+    lines = fleet_traffic(4000, seed=11)
+    rng = random.Random(3)
+    lines += [rng.choice(lines) for _ in range(400)]  # copies, some of them long expired
+    plain: dict[str, PathState] = {}
+    store = PathStore(FakeTable("state"), FakeTable("seen"))
+    producer = FakeProducer()
+    for i, line in enumerate(lines):
+        rec = decode(line)
+        assert isinstance(rec, Outcome)
+        want = step_outcome(policy, plain.setdefault(rec.deployment_id, PathState()), rec)
+        ps = store.load(rec.deployment_id)
+        got = step_outcome(policy, ps, rec)
+        store.touch(rec.deployment_id, ps, 0)
+        if i % 7 == 0:
+            asyncio.run(store.flush(producer))
+        assert (got.disposition, got.cooldown) == (want.disposition, want.cooldown), (i, line)
+    assert any(value is None for _, _, value, _ in producer.sent), "chunks should have been forgotten on the way"
 
 
 def test_flush_then_reload_from_the_changelog() -> None:
@@ -79,7 +114,7 @@ def test_flush_then_reload_from_the_changelog() -> None:
         ps.seen[f"e{i}"] = float(i)
         store.touch("dep-1", ps, partition=5)
         asyncio.run(store.flush(producer))
-    del ps.seen["e0"]
+    ps.seen.forget_before(0.5)  # type: ignore[attr-defined]
     store.touch("dep-1", ps, partition=5)
     asyncio.run(store.flush(producer))
     assert {p for *_, p in producer.sent} == {5}
