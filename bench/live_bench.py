@@ -7,7 +7,8 @@
 Prints three figures (four with --sustain), each on its own fresh topics and worker, with the worker's peak
 RSS (VmHWM) and its steady RSS (VmRSS at the end of the phase):
   floor      raw aiokafka consume rate of the same records on the same broker (no processing);
-  capacity   one worker's catch-up rate: records pre-loaded, then the worker started; records/s
+  capacity   one worker's catch-up rate: records pre-loaded (event times spaced at --rate, a backlog of live
+             traffic), then the worker started; records/s
              from its first to its last processed record (read from its /metrics), and the ratio
              to the floor;
   latency    at --rate records/s of background traffic, --probes records that each trigger a
@@ -137,14 +138,16 @@ async def create_topic(name: str) -> None:
         await admin.close()
 
 
-async def preload(topic: str, n: int) -> None:
+async def preload(topic: str, n: int, event_rate: float) -> None:
+    """`n` records whose event times are spaced as if published live at `event_rate` records/s (a catch-up of a
+    backlog, e.g. after an outage): what a worker must remember for dedup scales with that rate."""
     producer = AIOKafkaProducer(bootstrap_servers=BOOTSTRAP, linger_ms=20, max_batch_size=1 << 20)
     await producer.start()
     now = time.time()
     try:
         for i in range(n):
             dep = f"dep-{i % DEPLOYMENTS}"
-            await producer.send(topic, outcome(i, now + i / 10_000, dep), key=dep.encode())
+            await producer.send(topic, outcome(i, now - n / event_rate + i / event_rate, dep), key=dep.encode())
         await producer.flush()
     finally:
         await producer.stop()
@@ -166,10 +169,10 @@ async def floor_rate(topic: str, n: int) -> float:
         await consumer.stop()
 
 
-def capacity(config: Path, workdir: Path, n: int) -> tuple[float, str]:
+def capacity(config: Path, workdir: Path, n: int, event_rate: float) -> tuple[float, str]:
     prefix = f"bench-cap-{uuid.uuid4().hex[:6]}."
     asyncio.run(create_topic(prefix + "outcomes"))
-    asyncio.run(preload(prefix + "outcomes", n))
+    asyncio.run(preload(prefix + "outcomes", n, event_rate))
     worker = Worker(config, prefix, workdir)
     try:
         worker.wait_ready()
@@ -283,11 +286,11 @@ def main() -> None:
 
     floor_topic = f"bench-floor-{uuid.uuid4().hex[:6]}"
     asyncio.run(create_topic(floor_topic))
-    asyncio.run(preload(floor_topic, a.records))
+    asyncio.run(preload(floor_topic, a.records, a.rate))
     floor = asyncio.run(floor_rate(floor_topic, a.records))
     print(f"floor      {floor:>10,.0f} records/s  raw aiokafka consume, {a.records:,} records, {PARTITIONS} partitions")
 
-    cap, memory = capacity(config, workdir, a.records)
+    cap, memory = capacity(config, workdir, a.records, a.rate)
     print(f"capacity   {cap:>10,.0f} records/s  one worker catching up ({cap / floor:.1%} of the floor); "
           f"{DEPLOYMENTS:,} deployments; {memory}")
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -34,9 +35,9 @@ app = typer.Typer(
 )
 
 
-def load(config: Path) -> Config:
+def load(config: Path, loader: Callable[[Path], Config] = load_config) -> Config:
     try:
-        cfg = load_config(config)
+        cfg = loader(config)
     except ConfigError as exc:
         raise fail(str(exc)) from None
     for warning in cfg.warnings:
@@ -196,13 +197,13 @@ def worker_command(
     from dataclasses import replace
 
     from coolant.streams.app import WorkerOptions
-    from coolant.streams.worker import run
+    from coolant.streams.worker import load_config_in_child, run
 
     if heartbeat_interval * 3 > session_timeout:
         raise typer.BadParameter(
             f"{heartbeat_interval:g} s is more than a third of --session-timeout {session_timeout:g} s: one late "
             "heartbeat would cost the worker its partitions", param_hint="--heartbeat-interval")
-    cfg = load(config)
+    cfg = load(config, load_config_in_child)  # a worker keeps nothing of the parse (see there)
     rt = cfg.runtime
     rt = replace(
         rt,
@@ -215,7 +216,7 @@ def worker_command(
             key_prefix=redis_key_prefix if redis_key_prefix is not None else rt.redis.key_prefix,
         ),
     )
-    shadow = load(shadow_config) if shadow_config is not None else None
+    shadow = load(shadow_config, load_config_in_child) if shadow_config is not None else None
     data_dir.mkdir(parents=True, exist_ok=True)  # Faust creates only the last level (a fresh container has no .local)
     if misrouted not in ("republish", "count"):
         raise typer.BadParameter(f"must be republish or count, got {misrouted!r}", param_hint="--misrouted")

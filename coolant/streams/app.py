@@ -33,7 +33,13 @@ from coolant.streams import admin_api, metrics
 from coolant.streams.consumer import install as install_consumer
 from coolant.streams.deadletter import ERROR_KEEP, deadletter_value
 from coolant.streams.lane import Lane
-from coolant.streams.monitor import ACTIVE_INTERVAL, LAG_INTERVAL, ActiveCooldownsReporter, LagReporter
+from coolant.streams.monitor import (
+    ACTIVE_INTERVAL,
+    LAG_INTERVAL,
+    ActiveCooldownsReporter,
+    LagReporter,
+    StallWatch,
+)
 from coolant.streams.pathstore import PathStore
 from coolant.streams.registry import LiveRegistry, follow
 from coolant.streams.repair import CHECK_INTERVAL as REPAIR_INTERVAL
@@ -333,7 +339,9 @@ class Pipeline:
             token=opts.admin_token, write_rate=opts.admin_rate,
         )
         self.admin.register()
-        app.timer(LAG_INTERVAL, name="consumer-lag")(LagReporter(app).run)
+        self.stall = StallWatch()
+        inputs = (self.outcomes.get_topic_name(), self.health.get_topic_name())
+        app.timer(LAG_INTERVAL, name="consumer-lag")(LagReporter(app, self.stall.waiting, inputs).run)
         if sink is not None:
             active = ActiveCooldownsReporter(sink.client, cfg.runtime.redis.key_prefix)
             app.timer(ACTIVE_INTERVAL, name="active-cooldowns")(active.run)
@@ -355,8 +363,12 @@ class Pipeline:
         @app.page("/healthz")
         async def healthz(web: Any, request: Any) -> Any:
             body: dict[str, Any] = {"status": "ok", "deployments": len(registry.policy.registry.entries)}
-            if self.problems:
-                body.update(status="unhealthy", problems=dict(self.problems))
+            problems = dict(self.problems)
+            stalled = self.stall.stalled_for()
+            if stalled is not None:  # an orchestrator's liveness probe restarts a worker stuck this way
+                problems["stalled"] = f"input records wait and none was decided for {stalled:.0f} s"
+            if problems:
+                body.update(status="unhealthy", problems=problems)
                 return web.json(body, status=503)
             return web.json(body)
 
@@ -428,6 +440,7 @@ class Pipeline:
         ack = self.app.consumer.ack
         for message in batch:
             ack(message)
+        self.stall.progressed()
 
     async def _drain(self) -> None:
         """Stop taking batches and wait (up to the shutdown timeout) for the ones in hand to be acknowledged."""

@@ -37,6 +37,14 @@ from coolant.streams.lane import Lane
 
 log = logging.getLogger(__name__)
 
+INTERNAL_SUFFIXES = ("-changelog", "__assignor-__leader")
+"""Faust's own topics: table changelogs (recovery, standbys) and the leader-election topic."""
+
+
+def is_internal_topic(topic: str) -> bool:
+    """Faust's own topic, not one the app processes: nothing commits it, no lane reads it."""
+    return topic.endswith(INTERNAL_SUFFIXES)
+
 
 class SeekSafeConsumer(faust_aiokafka.Consumer):  # type: ignore[misc,unused-ignore]  # faust is untyped
     """Resumes stream partitions only after they were sought to their committed offsets.
@@ -70,7 +78,7 @@ class SeekSafeConsumer(faust_aiokafka.Consumer):  # type: ignore[misc,unused-ign
 
     def _is_stream_tp(self, tp: Any) -> bool:
         """A partition of a topic the app processes: not a table changelog, not Faust's leader-election topic."""
-        return not self._is_changelog_tp(tp) and "__assignor" not in tp.topic
+        return not is_internal_topic(tp.topic)
 
     async def perform_seek(self) -> None:
         try:

@@ -110,6 +110,11 @@ def cooled_down(cd: Cooldown) -> None:
         "",
         "" if cd.status_code is None else str(cd.status_code),
     ).inc()
+STALLED = Gauge(
+    "coolant_stalled",
+    "1 while input records wait and this worker has decided none for the stall threshold (see /healthz), else 0.",
+    registry=REGISTRY,
+)
 HELD_RESUMES = Counter(
     "coolant_held_partition_resumes_total",
     "Stream partitions whose resume waited for their seek to the committed offset (the failover guard).",

@@ -8,7 +8,9 @@ an agent.
 from __future__ import annotations
 
 import logging
+import time
 from collections import Counter
+from collections.abc import Callable, Collection
 from typing import Any
 
 import redis.asyncio as redis_asyncio
@@ -16,13 +18,14 @@ from redis.exceptions import RedisError
 
 from coolant.status import active_cooldowns
 from coolant.streams import metrics
+from coolant.streams.consumer import is_internal_topic
 
 log = logging.getLogger(__name__)
 
 LAG_INTERVAL = 5.0
 ACTIVE_INTERVAL = 10.0
-INTERNAL_SUFFIXES = ("-changelog", "__assignor-__leader")
-"""Faust's own topics: table changelogs (recovery, standbys) and the leader-election topic; nothing commits them."""
+STALL_AFTER = 60.0
+"""Seconds of waiting input records with no batch decided before a worker calls itself stalled."""
 
 
 def partition_lag(highwater: int | None, committed: int | None) -> int | None:
@@ -42,8 +45,12 @@ class LagReporter:
     freezing at their last value.
     """
 
-    def __init__(self, app: Any) -> None:
+    def __init__(self, app: Any, on_lag: Callable[[int], None] | None = None,
+                 inputs: Collection[str] = ()) -> None:
         self.app = app
+        self.on_lag = on_lag
+        """Told each round the records waiting on the `inputs` topics (the stall watch)."""
+        self.inputs = inputs
         self._reported: set[tuple[str, str]] = set()
 
     async def run(self) -> None:
@@ -54,8 +61,9 @@ class LagReporter:
             return
         committed = getattr(consumer, "_committed_offset", {})  # Faust keeps no public accessor
         current: set[tuple[str, str]] = set()
+        waiting = 0
         for tp in assigned:
-            if tp.topic.endswith(INTERNAL_SUFFIXES):
+            if is_internal_topic(tp.topic):
                 continue
             try:
                 lag = partition_lag(consumer.highwater(tp), committed.get(tp))
@@ -66,9 +74,49 @@ class LagReporter:
             labels = (tp.topic, str(tp.partition))
             metrics.CONSUMER_LAG.labels(*labels).set(lag)
             current.add(labels)
+            if tp.topic in self.inputs:
+                waiting += lag
         for labels in self._reported - current:
             metrics.CONSUMER_LAG.remove(*labels)
         self._reported = current
+        if self.on_lag is not None:
+            self.on_lag(waiting)
+
+
+class StallWatch:
+    """Notices a worker that stops deciding although input records wait, and says so (log, metric, /healthz).
+
+    Idle is not stalled: the clock runs only while records wait. Lag is read from the consumer's offsets every
+    LAG_INTERVAL; progress is every batch the input lanes decide.
+    """
+
+    def __init__(self, after: float = STALL_AFTER, clock: Callable[[], float] = time.monotonic) -> None:
+        self.after = after
+        self.clock = clock
+        self._since_progress = clock()
+        self.stalled_since: float | None = None
+
+    def progressed(self) -> None:
+        now = self.clock()
+        self._since_progress = now
+        if self.stalled_since is not None:
+            log.warning("processing again after a stall of %.0f s", now - self.stalled_since)
+            self.stalled_since = None
+            metrics.STALLED.set(0)
+
+    def waiting(self, records: int) -> None:
+        now = self.clock()
+        if not records:
+            self._since_progress = now  # idle: nothing to decide is no stall
+            return
+        if self.stalled_since is None and now - self._since_progress >= self.after:
+            self.stalled_since = self._since_progress
+            metrics.STALLED.set(1)
+            log.error("stalled: %d input records wait and none was decided for %.0f s", records,
+                      now - self._since_progress)
+
+    def stalled_for(self) -> float | None:
+        return None if self.stalled_since is None else self.clock() - self.stalled_since
 
 
 class ActiveCooldownsReporter:

@@ -1,10 +1,12 @@
 """Per-deployment path states kept in changelogged Faust tables, so a restarted worker resumes.
 
 Two tables per path, both keyed so a deployment's entries live in its source partition:
-- `<path>-state`: deployment id -> PathState JSON (everything but the seen ids);
-- `<path>-seen`: deployment id + chunk number -> {event_id: ts} of the ids one flush added.
-Seen ids are chunked because a deployment holds minutes of them: rewriting them all would cost
-more the hotter the deployment; a chunk is written once and deleted when its newest id expired.
+- `<path>-state`: deployment id -> `{"state": PathState JSON without the seen ids, "buckets": [...]}`;
+- `<path>-seen`: deployment id + "@" + bucket -> {event_id: ts} of the ids whose ts falls in that bucket
+  (SEEN_BUCKET seconds of event time).
+Seen ids are bucketed by event time so that what is kept is what L2 needs: about `late_after` seconds of
+event time per deployment, whatever the catch-up speed, forgotten a whole bucket at a time (L3). A flush
+rewrites only the buckets that got new ids (at live rates the newest one or two).
 
 Writes are coalesced: agents `touch` what a record changed and `flush` once per batch, so a busy
 deployment costs one changelog write per batch, not per record. A flush runs after the batch's
@@ -31,58 +33,54 @@ def sized(value: bytes) -> bytes:
     return bytes(memoryview(value))
 
 
-class SeenView(MutableMapping[str, float]):
-    """One deployment's seen ids, stored as append-only chunks and forgotten chunk by chunk (L3).
+SEEN_BUCKET = 20.0
+"""Seconds of event time per stored bucket of seen ids: about ten buckets live per deployment at the default
+`late_after` (180 s); wider buckets cost less per id, but a flush rewrites a hot deployment's whole bucket."""
 
-    Each flush writes the ids added since the previous flush as one new chunk (so a write costs what it adds,
-    however hot the deployment). In memory a view keeps a set of the ids and each chunk's newest ts; a chunk is
-    forgotten (its ids dropped, its table entry deleted) once its newest id is past the horizon, reading the
-    chunk's ids back from the table then. So a live id costs its string and a set slot, and the table holds
-    about `late_after` seconds of event time of ids: at the live rate, whatever the catch-up speed.
+
+def bucket_key(key: bytes, bucket: int) -> bytes:
+    return key + SEP + b"@" + str(bucket).encode()
+
+
+class SeenView(MutableMapping[str, float]):
+    """One deployment's seen ids (L2): a set in memory, stored by event-time bucket, forgotten bucket by bucket.
+
+    A live id costs its string and a set slot here, plus its share of the bucket's stored JSON; a bucket's ids
+    are read back from the table only to forget them. `ts` is kept only in the stored buckets.
     """
 
-    def __init__(self, chunk_ids: Callable[[int], dict[str, float] | None] = lambda _: None) -> None:
-        self._chunk_ids = chunk_ids
-        """Reads a stored chunk's {event_id: ts} back (from the table), to forget its ids."""
+    def __init__(self, read: Callable[[int], dict[str, float] | None] = lambda _: None) -> None:
+        self._read = read
+        """A stored bucket's {event_id: ts} (from the table)."""
         self._ids: set[str] = set()
-        self._newest: dict[int, float] = {}
-        """chunk number -> newest ts among its ids, for the chunks not forgotten yet."""
+        self._buckets: set[int] = set()
+        """Buckets stored and not forgotten."""
         self._new: dict[str, float] = {}
-        self._emptied: list[int] = []
-        self._first = 0
-        """No chunk below this number is live: the state records the span [first, next), not a growing list."""
-        self._next = 0
+        self._forgotten: list[int] = []
 
-    def load_chunk(self, chunk: int, ids: dict[str, float]) -> None:
+    def load_bucket(self, bucket: int, ids: dict[str, float]) -> None:
         self._ids.update(ids)
-        self._newest[chunk] = max(ids.values(), default=float("-inf"))
-        self._next = max(self._next, chunk + 1)
+        self._buckets.add(bucket)
 
-    def loaded(self, next_: int) -> None:
-        """After `load_chunk` of the chunks found in a stored span: numbering resumes at the span's end."""
-        self._next = max(self._next, next_)
-        self._first = min(self._newest, default=self._next)
+    def adopt(self, ids: dict[str, float]) -> None:
+        """Ids stored another way (an older layout): held as new, so the next flush stores them in buckets."""
+        self._ids.update(ids)
+        self._new.update(ids)
 
     def forget_before(self, horizon: float) -> None:
-        """Forget the oldest chunks whose every id has `ts < horizon`, up to the first one still live (ids arrive
-        roughly in ts order; a late id in a later chunk stays a little longer, harmlessly)."""
-        while self._first < self._next:
-            newest = self._newest.get(self._first)
-            if newest is not None:
-                if newest >= horizon:
-                    return
-                del self._newest[self._first]
-                self._ids.difference_update(self._chunk_ids(self._first) or ())
-                self._emptied.append(self._first)
-            self._first += 1
+        """Forget every stored bucket that ends at or before the horizon (all its ids are older than it)."""
+        for bucket in [b for b in self._buckets if (b + 1) * SEEN_BUCKET <= horizon]:
+            self._ids.difference_update(self._read(bucket) or ())
+            self._buckets.discard(bucket)
+            self._forgotten.append(bucket)
 
     def __getitem__(self, event_id: str) -> float:
-        """Not on the hot path (the engine only asks `in`): read back from the chunks."""
+        """Not on the hot path (the engine only asks `in`): read back from the buckets."""
         if event_id in self._new:
             return self._new[event_id]
         if event_id in self._ids:
-            for chunk in self._newest:
-                ts = (self._chunk_ids(chunk) or {}).get(event_id)
+            for bucket in self._buckets:
+                ts = (self._read(bucket) or {}).get(event_id)
                 if ts is not None:
                     return ts
         raise KeyError(event_id)
@@ -95,7 +93,7 @@ class SeenView(MutableMapping[str, float]):
         self._new[event_id] = ts
 
     def __delitem__(self, event_id: str) -> None:
-        """Forget one id now (its chunk, if flushed, still holds it until the chunk is forgotten)."""
+        """Forget one id now (its stored bucket still holds it until the bucket is forgotten)."""
         self._ids.remove(event_id)
         self._new.pop(event_id, None)
 
@@ -105,30 +103,32 @@ class SeenView(MutableMapping[str, float]):
     def __len__(self) -> int:
         return len(self._ids)
 
-    def span(self) -> list[int]:
-        """`[first, next)`: every live chunk's number is in it (ids expire roughly in order, so it stays short)."""
-        return [self._first, self._next]
+    def buckets(self) -> list[int]:
+        return sorted(self._buckets)
 
     def drain(self) -> list[tuple[int, dict[str, float] | None]]:
-        """Chunks to write: the new ids as one chunk, and None for each chunk forgotten."""
-        out: list[tuple[int, dict[str, float] | None]] = [(c, None) for c in self._emptied]
-        self._emptied.clear()
-        if self._new:
-            chunk, self._next = self._next, self._next + 1
-            self._newest[chunk] = max(self._new.values())
-            out.append((chunk, self._new))
-            self._new = {}
+        """Buckets to write: each bucket that got new ids with all its ids, and None for each bucket forgotten."""
+        out: list[tuple[int, dict[str, float] | None]] = [(b, None) for b in self._forgotten]
+        self._forgotten.clear()
+        grouped: dict[int, dict[str, float]] = {}
+        for event_id, ts in self._new.items():
+            grouped.setdefault(int(ts // SEEN_BUCKET), {})[event_id] = ts
+        self._new = {}
+        for bucket, ids in grouped.items():
+            if bucket in self._buckets:
+                ids = {**(self._read(bucket) or {}), **ids}
+            self._buckets.add(bucket)
+            out.append((bucket, ids))
         return out
 
 
 class PathStore:
     """Load, mark and persist `PathState`s by deployment id over a state table and a seen table.
 
-    A state's table value is `{"state": …, "span": [first, next)}` (the numbers its seen chunks may
-    have), so a deployment loads with exactly its seen ids. Loaded states are cached as objects
-    together with the table value they came from; a value replaced behind our back (changelog
-    recovery, a standby promoted after a rebalance) is a different object, so the next load
-    rebuilds from the table.
+    A state's table value names its seen buckets, so a deployment loads with exactly its seen ids. Loaded
+    states are cached as objects together with the table value they came from; a value replaced behind our back
+    (changelog recovery, a standby promoted after a rebalance) is a different object, so the next load rebuilds
+    from the table.
     """
 
     def __init__(self, state_table: Any, seen_table: Any) -> None:
@@ -136,6 +136,8 @@ class PathStore:
         self.seen_table = seen_table
         self._states: dict[str, tuple[PathState, bytes | None]] = {}
         self._dirty: dict[str, tuple[PathState, int]] = {}
+        self._legacy: dict[str, list[bytes]] = {}
+        """Seen keys of the older layout (chunk numbers, `"span"` in the state) to delete at the next flush."""
 
     def load(self, deployment_id: str) -> PathState:
         dirty = self._dirty.get(deployment_id)
@@ -146,27 +148,34 @@ class PathStore:
         cached = self._states.get(deployment_id)
         if cached is not None and cached[1] is raw:
             return cached[0]
-        view = SeenView(self._chunk_reader(key))
+        read = self._bucket_reader(key)
+        view = SeenView(read)
         if raw is None:
             ps = PathState()
         else:
             stored = orjson.loads(raw)
             ps = PathState.from_dict(stored["state"])
-            first, next_ = stored["span"]
-            for chunk in range(first, next_):
-                ids = self.seen_table.data.get(key + SEP + str(chunk).encode())
+            for bucket in stored.get("buckets", ()):
+                ids = read(bucket)
                 if ids is not None:
-                    view.load_chunk(chunk, orjson.loads(ids))
-            view.loaded(next_)
+                    view.load_bucket(bucket, ids)
+            if "span" in stored:  # written before the buckets: chunks numbered first..next-1
+                first, next_ = stored["span"]
+                old = [key + SEP + str(chunk).encode() for chunk in range(first, next_)]
+                for chunk_key in old:
+                    ids = self.seen_table.data.get(chunk_key)
+                    if ids is not None:
+                        view.adopt(orjson.loads(ids))
+                self._legacy[deployment_id] = old
         ps.seen = view
         self._states[deployment_id] = (ps, raw)
         return ps
 
-    def _chunk_reader(self, key: bytes) -> Callable[[int], dict[str, float] | None]:
+    def _bucket_reader(self, key: bytes) -> Callable[[int], dict[str, float] | None]:
         data = self.seen_table.data
 
-        def read(chunk: int) -> dict[str, float] | None:
-            raw = data.get(key + SEP + str(chunk).encode())
+        def read(bucket: int) -> dict[str, float] | None:
+            raw = data.get(bucket_key(key, bucket))
             return None if raw is None else orjson.loads(raw)
 
         return read
@@ -174,7 +183,7 @@ class PathStore:
     def peek(self, deployment_id: str) -> PathState | None:
         """A read-only look (the admin API): this batch's state, else the table's without its seen ids, else None.
 
-        Unlike `load` it builds nothing an agent would reuse and reads no seen chunks.
+        Unlike `load` it builds nothing an agent would reuse and reads no seen buckets.
         """
         dirty = self._dirty.get(deployment_id)
         if dirty is not None:
@@ -187,37 +196,43 @@ class PathStore:
         self._dirty[deployment_id] = (ps, partition)
 
     async def flush(self, producer: Any) -> int:
-        """Write every touched state and its changed seen chunks; returns the number of writes.
+        """Write every touched state and its changed seen buckets; returns the number of writes.
 
         Sent with the app's Kafka producer directly rather than through `Table.__setitem__`:
         Faust's per-message changelog path cost more than the whole decision. Faust flushes that
         producer before it commits offsets, so a committed record's state is always durable.
+        A state is written after its buckets, so a state never names a bucket not yet sent.
         """
         writes = 0
         state_topic = self.state_table.changelog_topic.get_topic_name()
         seen_topic = self.seen_table.changelog_topic.get_topic_name()
+        seen_data = self.seen_table.data
         for deployment_id, (ps, partition) in self._dirty.items():
             key = deployment_id.encode()
             view = ps.seen
             assert isinstance(view, SeenView)
-            for chunk, ids in view.drain():
-                chunk_key = key + SEP + str(chunk).encode()
-                if ids is None:
-                    self.seen_table.data.pop(chunk_key, None)
-                    await producer.send(seen_topic, chunk_key, None, partition, None, None)
+            for bucket, ids in view.drain():
+                seen_key = bucket_key(key, bucket)
+                value = None if ids is None else sized(orjson.dumps(ids))
+                if value is None:
+                    seen_data.pop(seen_key, None)
                 else:
-                    chunk_value = sized(orjson.dumps(ids))
-                    self.seen_table.data[chunk_key] = chunk_value
-                    await producer.send(seen_topic, chunk_key, chunk_value, partition, None, None)
+                    seen_data[seen_key] = value
+                await producer.send(seen_topic, seen_key, value, partition, None, None)
                 writes += 1
-            value = sized(orjson.dumps({"state": ps.to_dict(), "span": view.span()}))
-            self.state_table.data[key] = value
-            self._states[deployment_id] = (ps, value)
-            await producer.send(state_topic, key, value, partition, None, None)
+            state = sized(orjson.dumps({"state": ps.to_dict(), "buckets": view.buckets()}))
+            self.state_table.data[key] = state
+            self._states[deployment_id] = (ps, state)
+            await producer.send(state_topic, key, state, partition, None, None)
             writes += 1
+            for old_key in self._legacy.pop(deployment_id, ()):  # after the state that no longer names them
+                if seen_data.pop(old_key, None) is not None:
+                    await producer.send(seen_topic, old_key, None, partition, None, None)
+                    writes += 1
         self._dirty.clear()
         return writes
 
     def reset(self) -> None:
         """After a rebalance's recovery: forget cached objects (the identity check would catch them too)."""
         self._states.clear()
+        self._legacy.clear()

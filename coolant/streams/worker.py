@@ -6,15 +6,17 @@ import asyncio
 import gc
 import logging
 import os
+import pickle
 from collections.abc import MutableMapping
 from dataclasses import replace
+from pathlib import Path
 
 import faust
 from aiokafka.errors import KafkaError
 from redis.asyncio.retry import Retry
 from redis.backoff import NoBackoff
 
-from coolant.config import Config
+from coolant.config import Config, ConfigError, load_config
 from coolant.connect import ConnectionFailed, KafkaDiagnosis, kafka_problem, redis_client
 from coolant.streams import metrics
 from coolant.streams.admin import ensure_topics
@@ -40,6 +42,41 @@ GC_THRESHOLD = 100_000
 def drop_conflicting_env(environ: MutableMapping[str, str]) -> list[str]:
     """Remove (and return) the Faust variables that would override coolant's options."""
     return [name for name in FAUST_ENV_SET_BY_COOLANT if environ.pop(name, None) is not None]
+
+
+def load_config_in_child(path: Path) -> Config:
+    """`load_config` in a short-lived forked child, the result sent back pickled.
+
+    Parsing YAML builds a node for every scalar (about 65 MB at 10,000 deployments, even with libyaml); freed,
+    that memory stays fragmented in the worker's heap for good (about 58 MB of RSS). In a child it is returned
+    with the child; the worker unpickles only the compact Config (a few MB). A config that fails to load is
+    loaded again here, so the error is raised exactly as `load_config` raises it.
+    """
+    if not hasattr(os, "fork"):
+        return load_config(path)
+    read_fd, write_fd = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: parse, send, exit without running the parent's cleanup
+        status = 1
+        try:
+            os.close(read_fd)
+            with os.fdopen(write_fd, "wb") as out:
+                pickle.dump(load_config(path), out, protocol=pickle.HIGHEST_PROTOCOL)
+            status = 0
+        except BaseException:  # the parent loads again and reports the problem itself
+            pass
+        finally:
+            os._exit(status)
+    os.close(write_fd)
+    with os.fdopen(read_fd, "rb") as inp:
+        data = inp.read()
+    _, status = os.waitpid(pid, 0)
+    if status != 0 or not data:
+        return load_config(path)
+    cfg = pickle.loads(data)  # our own child's output
+    if not isinstance(cfg, Config):
+        raise ConfigError(str(path), None, "the config loader returned no config")
+    return cfg
 
 
 def build_pipeline(

@@ -15,7 +15,7 @@ from coolant.config import load_config
 from coolant.processors import step_outcome
 from coolant.processors.state import PathState
 from coolant.schemas import Outcome, decode
-from coolant.streams.pathstore import SEP, PathStore, SeenView
+from coolant.streams.pathstore import SEEN_BUCKET, SEP, PathStore, SeenView, bucket_key
 from tests.integration.harness import fleet_traffic, write_config
 
 
@@ -57,30 +57,34 @@ def replayed(sent: list[tuple[str, bytes, bytes | None, int]], topic: str) -> di
     return data
 
 
-def test_seen_view_forgets_whole_chunks_past_the_horizon() -> None:
-    chunks: dict[int, dict[str, float]] = {}
-    view = SeenView(chunks.get)
+def test_seen_view_stores_by_bucket_and_forgets_whole_buckets() -> None:
+    stored: dict[int, dict[str, float]] = {}
+    view = SeenView(stored.get)
 
     def drain() -> list[tuple[int, dict[str, float] | None]]:
         out = view.drain()
-        chunks.update({c: ids for c, ids in out if ids is not None})
+        for bucket, ids in out:
+            if ids is None:
+                del stored[bucket]
+            else:
+                stored[bucket] = ids
         return out
 
-    view["a"], view["b"] = 1.0, 2.0
-    assert [c for c, ids in drain()] == [0]
-    view["c"] = 3.0
-    assert [c for c, ids in drain()] == [1]
-    assert view.span() == [0, 2]
-    view.forget_before(2.0)
-    assert "a" in view and view.span() == [0, 2]  # chunk 0 still holds b (ts 2.0 is not before the horizon)
-    view.forget_before(2.5)
-    assert drain() == [(0, None)]  # forgotten chunk 0 -> a tombstone
-    assert set(view) == {"c"} and view.span() == [1, 2]
-    view["d"] = 4.0
-    view.forget_before(10.0)  # d is not flushed yet: it stays until its chunk is forgotten
-    assert set(view) == {"d"} and view.span() == [2, 2]
-    assert drain() == [(1, None), (2, {"d": 4.0})]
-    assert view.span() == [2, 3] and view["d"] == 4.0
+    w = SEEN_BUCKET
+    view["a"], view["b"] = 1.0, w + 1
+    assert drain() == [(0, {"a": 1.0}), (1, {"b": w + 1})]
+    view["c"] = w + 2
+    assert drain() == [(1, {"b": w + 1, "c": w + 2})]  # the bucket rewritten with all its ids
+    assert view.buckets() == [0, 1]
+    view.forget_before(w - 0.5)
+    assert "a" in view  # bucket 0 may still hold ids up to w
+    view.forget_before(w)
+    assert "a" not in view and set(view) == {"b", "c"}
+    view["d"] = 3 * w
+    view.forget_before(10 * w)  # d is not stored yet: it stays until its bucket is forgotten
+    assert set(view) == {"d"}
+    assert drain() == [(0, None), (1, None), (3, {"d": 3 * w})]
+    assert view.buckets() == [3] and view["d"] == 3 * w
 
 
 def test_seen_view_decides_as_a_dict_does(tmp_path: Path) -> None:
@@ -110,26 +114,39 @@ def test_flush_then_reload_from_the_changelog() -> None:
     store = PathStore(state, seen)
     producer = FakeProducer()
     ps = store.load("dep-1")
+    w = SEEN_BUCKET
     for i in range(3):
-        ps.seen[f"e{i}"] = float(i)
+        ps.seen[f"e{i}"] = i * w
         store.touch("dep-1", ps, partition=5)
         asyncio.run(store.flush(producer))
-    ps.seen.forget_before(0.5)  # type: ignore[attr-defined]
+    ps.seen.forget_before(w)  # type: ignore[attr-defined]
     store.touch("dep-1", ps, partition=5)
     asyncio.run(store.flush(producer))
     assert {p for *_, p in producer.sent} == {5}
-    stored = orjson.loads(state.data[b"dep-1"])
-    assert stored["span"] == [1, 3]
-    assert (b"dep-1" + SEP + b"0") not in seen.data  # deleted, and a tombstone was sent
+    assert orjson.loads(state.data[b"dep-1"])["buckets"] == [1, 2]
+    assert bucket_key(b"dep-1", 0) not in seen.data  # deleted, and a tombstone was sent
     # a new owner recovering the changelogs loads the same seen ids
     fresh = PathStore(FakeTable("state", replayed(producer.sent, "state-changelog")),
                       FakeTable("seen", replayed(producer.sent, "seen-changelog")))
     again = fresh.load("dep-1")
-    assert dict(again.seen) == {"e1": 1.0, "e2": 2.0}
-    again.seen["e3"] = 3.0
-    fresh.touch("dep-1", again, partition=5)
-    asyncio.run(fresh.flush(FakeProducer()))
-    assert orjson.loads(fresh.state_table.data[b"dep-1"])["span"] == [1, 4]  # numbering resumes after the span
+    assert dict(again.seen) == {"e1": w, "e2": 2 * w}
+
+
+def test_the_older_chunked_layout_is_read_and_moved_to_buckets() -> None:
+    """States written before the buckets (`"span"` and numbered chunks) load with their ids; the next flush
+    stores those ids in buckets and deletes the old chunks."""
+    state = FakeTable("state", {b"dep-1": orjson.dumps({"state": PathState().to_dict(), "span": [1, 3]})})
+    seen = FakeTable("seen", {b"dep-1" + SEP + b"1": orjson.dumps({"e1": 1.0}),
+                              b"dep-1" + SEP + b"2": orjson.dumps({"e2": 2.0})})
+    store = PathStore(state, seen)
+    ps = store.load("dep-1")
+    assert "e1" in ps.seen and "e2" in ps.seen
+    store.touch("dep-1", ps, partition=0)
+    producer = FakeProducer()
+    asyncio.run(store.flush(producer))
+    assert set(seen.data) == {bucket_key(b"dep-1", 0)}
+    assert [k for _, k, v, _ in producer.sent if v is None] == [b"dep-1" + SEP + b"1", b"dep-1" + SEP + b"2"]
+    assert "e1" in PathStore(state, seen).load("dep-1").seen
 
 
 def test_unknown_deployment_loads_empty() -> None:

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from coolant.config import load_config
+from coolant.config import ConfigError, load_config
 from coolant.streams.app import Pipeline, WorkerOptions
 from coolant.streams.worker import FAUST_ENV_SET_BY_COOLANT, drop_conflicting_env
 
@@ -45,3 +45,16 @@ def test_takeover_timeouts_reach_faust(monkeypatch: pytest.MonkeyPatch) -> None:
     conf = Pipeline(load_config(EXAMPLE), opts, sink=None).app.conf
     assert (conf.broker_session_timeout, conf.broker_heartbeat_interval, conf.broker_rebalance_timeout) == (
         7.5, 0.5, 12.0)
+
+
+def test_config_loaded_in_a_child_is_the_config(tmp_path: Path) -> None:
+    from coolant.streams.worker import load_config_in_child
+
+    assert load_config_in_child(EXAMPLE) == load_config(EXAMPLE)
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("model_list: [\n")
+    with pytest.raises(ConfigError) as direct:
+        load_config(bad)
+    with pytest.raises(ConfigError) as via_child:
+        load_config_in_child(bad)
+    assert str(via_child.value) == str(direct.value)
