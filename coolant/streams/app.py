@@ -30,9 +30,9 @@ from coolant.processors.health import transition
 from coolant.processors.redact import redact
 from coolant.schemas import Cooldown, Health, InvalidRecord, Outcome, Record, decode, encode
 from coolant.streams import admin_api, metrics
-from coolant.streams.consumer import install as install_consumer
 from coolant.streams.deadletter import ERROR_KEEP, deadletter_value
-from coolant.streams.lane import Lane
+from coolant.streams.faust_adapter import install as install_fast_path
+from coolant.streams.lane import FILL, Lane
 from coolant.streams.monitor import (
     ACTIVE_INTERVAL,
     LAG_INTERVAL,
@@ -52,6 +52,8 @@ log = logging.getLogger(__name__)
 MAX_TS_AHEAD = 60.0
 """B6 (docs/input-bounds.md): clock skew allowed to publishers; below L1's default late_after of 180 s, so a
 record accepted ahead of time never makes correct records late."""
+PLAIN_WITHIN = 0.005
+"""The plain path's batches: up to lane.FILL events, or what arrived within this many seconds."""
 
 REDIS_CHECK_INTERVAL = 5.0
 """Seconds between the PINGs that keep /healthz's view of Redis current."""
@@ -310,24 +312,31 @@ class Pipeline:
         )
         app.before_stop = self._drain
         self._stopping = False
-        self._driving: set[str] = set()
-        self._drained = asyncio.Event()
+        self._busy = 0
+        """Batches being decided now (both paths)."""
+        self._idle = asyncio.Event()
+        self._idle.set()
         self.lanes = {n.outcomes: Lane(), n.health: Lane()}
         self.routing = PartitionCheck(lambda topic: partition_count(app, topic), self._send_to, opts.misrouted)
-        install_consumer(app, self.lanes)  # input lanes; and faust 0.15.3 skips records around a rebalance without it
+        # input lanes, and the failover guards faust 0.15.3 needs; else the plain path (see faust_adapter)
+        self.fast = install_fast_path(app, self.lanes)
         raw: dict[str, Any] = {"key_serializer": "raw", "value_serializer": "raw"}
         self.outcomes = app.topic(n.outcomes, partitions=opts.partitions, **raw)
         self.health = app.topic(n.health, partitions=opts.partitions, **raw)
-        app.topics.add(self.outcomes)  # subscribed and acknowledged as an agent's topic would be; read by the lanes
-        app.topics.add(self.health)
         self.deadletter = app.topic(n.deadletter, partitions=1, **raw)
         self.health_state = app.topic(n.health_state, partitions=opts.partitions, **raw)
         self.transitions = app.topic(n.health_transitions, partitions=opts.partitions, **raw)
         self.enforced = Decider(self, cfg.policy, shadow=False)
         self.shadow = None if shadow_policy is None else Decider(self, shadow_policy, shadow=True)
         self.deciders = [self.enforced] if self.shadow is None else [self.enforced, self.shadow]
-        app.task(self._drive_outcomes)
-        app.task(self._drive_health)
+        if self.fast:
+            app.topics.add(self.outcomes)  # subscribed and acknowledged as an agent's topic would be; lanes read them
+            app.topics.add(self.health)
+            app.task(self._drive_outcomes)
+            app.task(self._drive_health)
+        else:
+            app.agent(self.outcomes, name="decide-outcomes")(self._plain_agent(Outcome))
+            app.agent(self.health, name="decide-health")(self._plain_agent(Health))
         if sink is not None:
             app.agent(self.enforced.cooldowns, name="materialize-cooldowns")(self._materialize_cooldowns)
             app.agent(self.health_state, name="materialize-health")(self._materialize_health)
@@ -404,58 +413,72 @@ class Pipeline:
         """One input lane: take what is pending, decode it once, let each decider decide it, then acknowledge
         (Faust commits an offset only once every message before it is acknowledged)."""
         lane = self.lanes[topic]
-        self._driving.add(topic)
-        try:
-            while not self._stopping:
-                batch = await lane.take()
-                if self._stopping:
-                    break  # not decided, not acknowledged: the next owner reads these from the committed offset
-                await self._decide_batch(topic, expected, batch)
-        finally:
-            self._driving.discard(topic)
-            if not self._driving:
-                self._drained.set()
+        while not self._stopping:
+            batch = await lane.take()
+            if self._stopping:
+                break  # not decided, not acknowledged: the next owner reads these from the committed offset
+            await self._decide_batch(topic, expected, batch)
 
-    async def _decide_batch(self, topic: str, expected: type[Outcome] | type[Health], batch: list[Any]) -> None:
-        items = []
-        ahead = self.opts.max_ts_ahead
-        now = time.time()  # B6 is an edge check: the core never reads a clock
-        tombstones = 0
-        for message in batch:
-            if message.value is None:  # B1: nothing to decide or to report
-                tombstones += 1
-                continue
-            rec = await self.decoded(message, expected)
-            if rec is None:
-                continue
-            if rec.ts > now + ahead:
-                await self.dead_letter(message, _ts_in_future(rec.ts, now, ahead))
-                continue
-            if await self.routing.here(message, rec):
-                items.append((message, rec))
-        if tombstones:
-            metrics.RECORDS.labels(topic, "tombstone").inc(tombstones)
-        for decider in self.deciders:
-            await decider.decide(topic, items)
-        ack = self.app.consumer.ack
-        for message in batch:
-            ack(message)
+    def _plain_agent(self, expected: type[Outcome] | type[Health]) -> Callable[[Any], Awaitable[None]]:
+        """The plain path's input agent: Faust batches the events (`take_events`) and acknowledges each batch
+        once this returns from it, so a committed offset still means decided and durable. A batch taken while
+        stopping is decided too: Faust acknowledges it regardless."""
+
+        async def agent(stream: Any) -> None:
+            async for events in stream.take_events(FILL, within=PLAIN_WITHIN):
+                messages = [event.message for event in events]
+                await self._decide_batch(messages[0].topic, expected, messages, ack=False)
+
+        return agent
+
+    async def _decide_batch(
+        self, topic: str, expected: type[Outcome] | type[Health], batch: list[Any], *, ack: bool = True
+    ) -> None:
+        self._busy += 1
+        self._idle.clear()
+        try:
+            items = []
+            ahead = self.opts.max_ts_ahead
+            now = time.time()  # B6 is an edge check: the core never reads a clock
+            tombstones = 0
+            for message in batch:
+                if message.value is None:  # B1: nothing to decide or to report
+                    tombstones += 1
+                    continue
+                rec = await self.decoded(message, expected)
+                if rec is None:
+                    continue
+                if rec.ts > now + ahead:
+                    await self.dead_letter(message, _ts_in_future(rec.ts, now, ahead))
+                    continue
+                if await self.routing.here(message, rec):
+                    items.append((message, rec))
+            if tombstones:
+                metrics.RECORDS.labels(topic, "tombstone").inc(tombstones)
+            for decider in self.deciders:
+                await decider.decide(topic, items)
+            if ack:
+                acknowledge = self.app.consumer.ack
+                for message in batch:
+                    acknowledge(message)
+        finally:
+            self._busy -= 1
+            if not self._busy:
+                self._idle.set()
         self.stall.progressed()
 
     async def _drain(self) -> None:
         """Stop taking batches and wait (up to the shutdown timeout) for the ones in hand to be acknowledged."""
         self._stopping = True
-        if not self._driving:
-            return
         for lane in self.lanes.values():
             lane.wake()
         try:
-            await asyncio.wait_for(self._drained.wait(), self.opts.shutdown_timeout)
+            await asyncio.wait_for(self._idle.wait(), self.opts.shutdown_timeout)
         except TimeoutError:
             log.warning("shutdown: a batch was still being decided after %.0f s; its records will be decided again "
                         "by the next owner", self.opts.shutdown_timeout)
         else:
-            log.info("shutdown: input lanes drained")
+            log.info("shutdown: batches in hand decided")
 
     async def _send_to(self, topic: str, key: bytes, value: bytes, partition: int) -> None:
         """Publish to an explicit partition and wait until durable."""

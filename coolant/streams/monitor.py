@@ -18,7 +18,7 @@ from redis.exceptions import RedisError
 
 from coolant.status import active_cooldowns
 from coolant.streams import metrics
-from coolant.streams.consumer import is_internal_topic
+from coolant.streams.faust_adapter import committed_offsets, is_internal_topic
 
 log = logging.getLogger(__name__)
 
@@ -59,7 +59,9 @@ class LagReporter:
             assigned = consumer.assignment()
         except Exception:  # not started yet, or between generations
             return
-        committed = getattr(consumer, "_committed_offset", {})  # Faust keeps no public accessor
+        committed = committed_offsets(consumer)
+        if committed is None:  # the plain path: no lag gauge, no stall watch
+            return
         current: set[tuple[str, str]] = set()
         waiting = 0
         for tp in assigned:

@@ -290,7 +290,7 @@ async def test_sigterm_hands_over_without_gap_or_duplicate(case: Case, kafka_boo
     rc = await asyncio.to_thread(a.stop)
     await producing
     assert rc == 0, f"worker a exited with {rc}\n{a.log_tail()}"
-    assert "input lanes drained" in a.log_path.read_text(), a.log_tail()
+    assert "batches in hand decided" in a.log_path.read_text(), a.log_tail()
     case.log("worker a stopped cleanly")
 
     sent = await produce_lines(kafka_bootstrap, case.outcomes, lines[2 * third:])

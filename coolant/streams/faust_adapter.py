@@ -1,7 +1,27 @@
-"""A Faust consumer that never skips records around a seek: the fix for worker failover losing records.
+"""Every use of faust-streaming's private internals, in one module, and the version check that allows them.
 
-faust-streaming 0.15.3 loses a range of a partition when a worker takes it over (seen in
-`test_worker_failover`: a survivor skipped hundreds of records of the dead worker's partitions):
+The fast path (`install`) overrides, and why:
+1. `Consumer._drain_messages`, Faust's fetch loop, is re-implemented (`LaneConsumer`) to hand outcome and
+   health messages to the input lanes (`lane.py`) directly: Faust's per-message delivery (conductor, stream
+   queue, two tasks per message, a per-event ack) capped a worker near 7k records/s. It reads and writes
+   `_read_offset`, `_add_gap`, `_n_acked`, `_commit_every`, `_stopped`, `diag`, `callback`, `wait_first`,
+   `suspend_flow`, `flow_active`: the bookkeeping (read offsets, gaps, commits) stays Faust's.
+2. `resume_partitions`, `seek_to_committed` and `perform_seek` are overridden (`SeekSafeConsumer`) and
+   `_thread.seek_to_beginning` called: faust 0.15.3 loses records around a rebalance (below).
+3. `app.flow_control.resume` and `.clear` are replaced (`guard_flow_control`), for the same bug.
+4. `Consumer._committed_offset` is read for the lag gauge and the stall watch (`committed_offsets`): Faust
+   has no public accessor.
+Both paths also use `Table.data` (the table's in-memory store, read and written by `pathstore.py` and the
+history agent) and `Producer.send(topic, key, value, partition, ...)`, Faust's documented producer call.
+
+`install` refuses the fast path on a faust-streaming version not in TESTED_FAUST, with one log line, and
+installs nothing; the worker then runs the plain path (`Pipeline`): agents over `stream.take_events()`
+batches, Faust's own acks. It decides the same records the same way; it is slower, and has no lag gauge and
+no stall watch. COOLANT_FAUST_PATH=plain runs that path on a tested version (CI runs the live tests on both),
+keeping the failover guards (2, 3) that version needs.
+
+Why the fast path's guards (2, 3): faust-streaming 0.15.3 loses a range of a partition when a worker takes it
+over (seen in `test_worker_failover`: a survivor skipped hundreds of records of the dead worker's partitions):
 
 1. After recovery it resumes the stream partitions, then seeks them to the committed offsets, then
    resumes flow control. Records fetched in between are delivered to the agents' queues, and the
@@ -26,7 +46,9 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 from collections.abc import Iterable, Mapping
+from importlib.metadata import PackageNotFoundError, version
 from typing import Any
 
 from faust.transport import consumer as faust_consumer
@@ -36,6 +58,11 @@ from coolant.streams import metrics
 from coolant.streams.lane import Lane
 
 log = logging.getLogger(__name__)
+
+TESTED_FAUST = frozenset({"0.15.3"})
+"""faust-streaming versions the fast path was tested on (its fetch loop is a copy of theirs)."""
+PATH_ENV = "COOLANT_FAUST_PATH"
+"""`plain` forces the plain-Faust path (CI runs the live tests on both); `fast` or unset: fast if tested."""
 
 INTERNAL_SUFFIXES = ("-changelog", "__assignor-__leader")
 """Faust's own topics: table changelogs (recovery, standbys) and the leader-election topic."""
@@ -165,7 +192,55 @@ def guard_flow_control(app: Any, lanes: Mapping[str, Lane]) -> None:
     flow.clear = clear_all
 
 
-def install(app: Any, lanes: Mapping[str, Lane]) -> None:
-    """Use the guarded, lane-routing consumer and flow control for this app (before it starts)."""
+def faust_version() -> str:
+    try:
+        return version("faust-streaming")
+    except PackageNotFoundError:
+        return "unknown"
+
+
+def untested_faust() -> str | None:
+    """Why nothing here may be installed (an untested faust-streaming), or None."""
+    installed = faust_version()
+    if installed not in TESTED_FAUST:
+        return f"faust-streaming {installed} is not a version it was tested on ({', '.join(sorted(TESTED_FAUST))})"
+    return None
+
+
+def lanes_wanted() -> bool:
+    wanted = os.environ.get(PATH_ENV, "").strip().lower()
+    if wanted not in ("", "fast", "plain"):
+        raise ValueError(f"{PATH_ENV}={wanted!r}: expected 'fast' or 'plain'")
+    return wanted != "plain"
+
+
+def install(app: Any, lanes: Mapping[str, Lane]) -> bool:
+    """Use the lane-routing consumer and the failover guards for this app (before it starts), if allowed.
+
+    On an untested faust-streaming nothing is installed (one log line says so). With COOLANT_FAUST_PATH=plain on
+    a tested version the lanes are off but the guards stay: they fix that version's failover bug, which the
+    plain path would hit too. Returns whether the lanes are on.
+    """
+    refusal = untested_faust()
+    if refusal is not None:
+        log.warning("fast path off: %s; running the plain Faust path (agents over take_events batches), slower, "
+                    "without the failover guards", refusal)
+        return False
+    if not lanes_wanted():
+        log.warning("fast path off: %s=plain; running the plain Faust path (agents over take_events batches)",
+                    PATH_ENV)
+        app.transport.Consumer = SeekSafeConsumer
+        guard_flow_control(app, {})
+        return False
     app.transport.Consumer = consumer_class(lanes)
     guard_flow_control(app, lanes)
+    return True
+
+
+def committed_offsets(consumer: Any) -> Mapping[Any, int | None] | None:
+    """The consumer's committed offset per partition (as Kafka keeps them: the next offset to read); None on the
+    plain path, which reads nothing private."""
+    if not isinstance(consumer, SeekSafeConsumer):
+        return None
+    offsets: Mapping[Any, int | None] = consumer._committed_offset
+    return offsets
