@@ -32,6 +32,7 @@ from coolant.schemas import Cooldown, Health, InvalidRecord, Outcome, Record, de
 from coolant.streams import admin_api, metrics
 from coolant.streams.deadletter import ERROR_KEEP, deadletter_value
 from coolant.streams.faust_adapter import install as install_fast_path
+from coolant.streams.faust_adapter import partition_count
 from coolant.streams.lane import FILL, Lane
 from coolant.streams.monitor import (
     ACTIVE_INTERVAL,
@@ -44,7 +45,7 @@ from coolant.streams.pathstore import PathStore
 from coolant.streams.registry import LiveRegistry, follow
 from coolant.streams.repair import CHECK_INTERVAL as REPAIR_INTERVAL
 from coolant.streams.repair import Repairer
-from coolant.streams.routing import Mode, PartitionCheck, partition_count
+from coolant.streams.routing import Mode, PartitionCheck
 from coolant.topics import Topics
 
 log = logging.getLogger(__name__)

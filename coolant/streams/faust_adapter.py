@@ -11,6 +11,9 @@ The fast path (`install`) overrides, and why:
 3. `app.flow_control.resume` and `.clear` are replaced (`guard_flow_control`), for the same bug.
 4. `Consumer._committed_offset` is read for the lag gauge and the stall watch (`committed_offsets`): Faust
    has no public accessor.
+5. `Consumer._thread._consumer` (the aiokafka consumer) is asked an input topic's partition count for the
+   misrouting check (`partition_count`, `routing.py`): Faust's `topic_partitions` reads aiokafka's group metadata
+   snapshot, which only the group leader keeps. Both paths use it.
 Both paths also use `Table.data` (the table's in-memory store, read and written by `pathstore.py` and the
 history agent) and `Producer.send(topic, key, value, partition, ...)`, Faust's documented producer call.
 
@@ -244,3 +247,10 @@ def committed_offsets(consumer: Any) -> Mapping[Any, int | None] | None:
         return None
     offsets: Mapping[Any, int | None] = consumer._committed_offset
     return offsets
+
+
+def partition_count(app: Any, topic: str) -> int | None:
+    """The topic's partition count from this member's cluster metadata (None before there is any)."""
+    client = getattr(getattr(app.consumer, "_thread", None), "_consumer", None)
+    parts = None if client is None else client.partitions_for_topic(topic)
+    return len(parts) if parts else None

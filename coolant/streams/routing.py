@@ -32,17 +32,6 @@ FIX = (
 )
 
 
-def partition_count(app: Any, topic: str) -> int | None:
-    """The topic's partition count from the worker's consumer metadata (None before there is any).
-
-    Faust's own `topic_partitions` reads aiokafka's group metadata snapshot, which only the group leader keeps;
-    every member has the cluster metadata of the topics it subscribes to (a Faust internal: `consumer._thread`).
-    """
-    client = getattr(getattr(app.consumer, "_thread", None), "_consumer", None)
-    parts = None if client is None else client.partitions_for_topic(topic)
-    return len(parts) if parts else None
-
-
 def publisher(rec: Outcome | Health) -> str:
     """Who sent the record, as the metric labels it."""
     name = rec.gateway if isinstance(rec, Outcome) else rec.prober
