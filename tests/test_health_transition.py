@@ -50,8 +50,10 @@ def test_flip_carries_the_evidence_masked() -> None:
     assert t is not None
     assert (t.healthy, t.previous, t.status_code, t.prober) == (False, True, 401, "prober-1")
     assert t.exception_type == "AuthenticationError"
-    assert t.exception_received == message[:50] + "*" * (len(message) - 50)
-    assert "sk-proj-xxx" not in t.exception_received
+    # the key is redacted before E4 masks (S1), then the first 50 characters are kept
+    redacted = "litellm.AuthenticationError: Incorrect API key provided: [REDACTED]"
+    assert t.exception_received == redacted[:50] + "*" * (len(redacted) - 50)
+    assert "sk-proj" not in t.exception_received
 
 
 def test_older_probe_never_flips() -> None:
