@@ -8,7 +8,9 @@ A. Quota-aware cooldowns (X6), scenario S1 at peak (3 coding-agent sessions a mi
    the moment they are made (no pipeline delay is modelled). Compared: the LiteLLM-compatible
    reactive policy of S1's own config (`allowed_fails: 1`, `cooldown_time: 60`) against the same with
    `coolant: {quota: {}}` (cool at 0 remaining) and `quota: {requests_threshold: 1 | 2}` (keep one or two
-   requests of headroom for the ones already in flight from other pods). Printed: the 429s callers
+   requests of headroom for the ones already in flight from other pods), the latter also with
+   `max_cooldown_time: 50` (X4 caps the announced reset: the providers announce when the budget is
+   *fully* replenished, while a sliding window frees slots before that). Printed: the 429s callers
    see (every 429 attempt: S1's clients stream, and a 429 closes the stream mid-way; S1's retries and
    fallbacks hide them from the final answer, whose 429s are shown too) and the successes served by
    the paid tiers (`gemini-pro-plan`, `gemini-backup`): the diverted traffic.
@@ -88,6 +90,7 @@ def part_a(seeds: Sequence[int]) -> dict[str, Any]:
         ("quota: {}", {"quota": {}}),
         ("quota threshold 1", {"quota": {"requests_threshold": 1}}),
         ("quota threshold 2", {"quota": {"requests_threshold": 2}}),
+        ("threshold 2, cap 50 s", {"quota": {"requests_threshold": 2}, "max_cooldown_time": 50}),
     )
     for name, coolant in policies:
         row = rows.setdefault(name, {"seen_429": [], "final_429": [], "paid_successes": [], "cooldowns": []})
