@@ -164,26 +164,50 @@ def _container(image: str) -> Any:
     return DockerContainer(image).with_kwargs(network_mode="host")
 
 
+PORT_TAKEN = "Address already in use"
+"""In a container's log when its free port was taken between choosing it and binding it (a busy shared host)."""
+
+
+@contextlib.contextmanager
+def _started(make: Any, ready: Any, what: str, timeout: float, attempts: int = 3) -> Iterator[Any]:
+    """Start `make(port)` with a fresh free port until it answers `ready(port)`; a port taken meanwhile by
+    another process is retried on new ports, anything else fails at once. Yields the port."""
+    for attempt in range(attempts):
+        port = free_port(pair=True)
+        with contextlib.ExitStack() as stack:
+            container = stack.enter_context(make(port))
+            try:
+                _wait(lambda: ready(port), what, container, timeout)  # noqa: B023 - called before the next loop
+            except RuntimeError as exc:
+                if PORT_TAKEN in str(exc) and attempt + 1 < attempts:
+                    continue
+                raise
+            yield port
+            return
+
+
 @contextlib.contextmanager
 def kafka_container(image: str, timeout: float = 120.0) -> Iterator[str]:
     """A throwaway broker from `image`; yields its bootstrap address once it answers a metadata request."""
-    port = free_port(pair=True)
-    container = _container(image)
-    for key, value in kafka_env(port, port + 1).items():
-        container.with_env(key, value)
-    bootstrap = f"127.0.0.1:{port}"
-    with container:
-        _wait(lambda: _kafka_answers(bootstrap), f"kafka ({image})", container, timeout)
-        yield bootstrap
+
+    def make(port: int) -> Any:
+        container = _container(image)
+        for key, value in kafka_env(port, port + 1).items():
+            container.with_env(key, value)
+        return container
+
+    with _started(make, lambda port: _kafka_answers(f"127.0.0.1:{port}"), f"kafka ({image})", timeout) as port:
+        yield f"127.0.0.1:{port}"
 
 
 @contextlib.contextmanager
 def redis_container(image: str, timeout: float = 60.0) -> Iterator[str]:
     """A throwaway Redis from `image`; yields its URL once it answers PING."""
-    port = free_port()
-    container = _container(image).with_command(redis_command(port))
-    with container:
-        _wait(lambda: _redis_answers(port), f"redis ({image})", container, timeout)
+
+    def make(port: int) -> Any:
+        return _container(image).with_command(redis_command(port))
+
+    with _started(make, _redis_answers, f"redis ({image})", timeout) as port:
         yield f"redis://127.0.0.1:{port}/0"
 
 
