@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -23,15 +22,6 @@ from coolant.integrations.ratelimit_headers import quota_fields, response_header
 from coolant.schemas import RateLimit  # noqa: E402
 
 pytestmark = pytest.mark.filterwarnings("ignore:.*ReadOnly.*:UserWarning")
-
-
-@pytest.fixture(scope="module")
-def fake() -> Iterator[FakeOpenAI]:
-    server = FakeOpenAI().start()
-    try:
-        yield server
-    finally:
-        server.stop()
 
 
 async def test_router_response_keeps_the_quota_headers(fake: FakeOpenAI) -> None:
