@@ -56,3 +56,18 @@ def test_a_block_with_a_deep_line_is_refused_so_replay_redoes_it_line_by_line() 
     with pytest.raises(InvalidRecord):
         decode_block(good + b"\n" + GOOD + b',"x":' + _deep(5000) + b"}\n" + good)
     assert len(decode_block(b"\n".join([good] * 40))) == 40  # many records, each shallow: the fast path
+
+
+@pytest.mark.parametrize("depth", [33, 40, 900])
+def test_a_block_refuses_what_decode_refuses_below_msgspecs_own_recursion_limit(depth: int) -> None:
+    """msgspec skips an unknown field nested this deep without complaint; the block must still refuse the line,
+    also when many shallow records around it keep the block's bracket count low per line."""
+    good = encode(decode(GOOD + b"}"))
+    deep = GOOD + b',"x":' + _deep(depth - 1) + b"}"  # `depth` levels with the record's own object
+    with pytest.raises(InvalidRecord):
+        decode(deep)
+    for block in (deep, b"\n".join([good] * 500 + [deep]), b"\n".join([deep, *[good] * 3])):
+        with pytest.raises(InvalidRecord):
+            decode_block(block)
+    at_limit = GOOD + b',"x":' + _deep(31) + b"}"
+    assert len(decode_block(b"\n".join([good] * 500 + [at_limit]))) == 501
