@@ -58,9 +58,14 @@ def request_duration(
         return entry.params_cooldown_time
     from_header = retry_after_seconds(retry_after, ts)
     if from_header is not None:
-        cap = policy.options.max_cooldown_time
-        return min(from_header, cap) if cap is not None else from_header
+        return provider_capped(policy, from_header)
     return router_duration(policy)
+
+
+def provider_capped(policy: Policy, seconds: float) -> float:
+    """X4: a duration the provider announced (Retry-After, T2; a quota reset, X6) capped by `max_cooldown_time`."""
+    cap = policy.options.max_cooldown_time
+    return min(seconds, cap) if cap is not None else seconds
 
 
 def router_duration(policy: Policy) -> float:

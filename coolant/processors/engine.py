@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from coolant.processors import ejection, quota, windows
 from coolant.processors.categories import exception_name
 from coolant.processors.decide import Candidate, Failure, decide, gate
-from coolant.processors.duration import request_duration, router_duration
+from coolant.processors.duration import provider_capped, request_duration, router_duration
 from coolant.processors.emit import admit, build
 from coolant.processors.policy import COUNTER_TTL, DeploymentEntry, Options, Policy
 from coolant.processors.state import DeploymentState, HealthState, PathState, PodCounters
@@ -153,8 +153,7 @@ def _quota_step(policy: Policy, ps: PathState, rec: Outcome) -> Step:
         return Step("lone_exempt")
     ts = rec.ts
     if reset > 0:
-        cap = o.max_cooldown_time
-        duration = min(reset, cap) if cap is not None else reset
+        duration = provider_capped(policy, reset)
     else:
         duration = request_duration(policy, entry, rec.cooldown_time, None, ts)
     if duration == 0:

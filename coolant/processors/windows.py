@@ -1,8 +1,8 @@
 """Event-time success/failure windows (spec D1 tumbling, X1 sliding), LiteLLM's counters (D7) and their discard (L3).
 
 State is `{slot index: [successes, failures]}` where a slot is a whole 60 s window (tumbling)
-or a 5 s bucket (sliding); `Options.slot_width` says which. The D7 counters are four fields of
-`PathState`. The engine counts both inline (hot path).
+or a 5 s bucket (sliding); `Options.slot_width` says which. The D7 counters are one `PodCounters`
+per publishing gateway (`PathState.litellm`). The engine counts both inline (hot path).
 """
 
 from __future__ import annotations
