@@ -17,7 +17,7 @@ from coolant.config import Config, ConfigError, load_config
 from coolant.connect import ConnectConfig, ConnectionFailed, redis_client, redis_problem, runtime_settings, safe_url
 from coolant.replay import replay
 from coolant.report import render_summary
-from coolant.schemas import Cooldown, encode
+from coolant.schemas import Cooldown, HealthTransition, encode
 from coolant.sources import SourceError, check_readable, read_blocks, total_size
 from coolant.terminal import err, fail
 
@@ -55,6 +55,14 @@ def replay_command(
     summary_json: Annotated[
         Path | None, typer.Option("--summary-json", help="Also write the summary as JSON to this file.")
     ] = None,
+    transitions_out: Annotated[
+        Path | None,
+        typer.Option(
+            "--transitions-out",
+            help="Also write the health transitions (JSONL `coolant.health_transition/1`, the records the live "
+            "worker publishes on `<prefix>health.transitions`) to this file.",
+        ),
+    ] = None,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No summary on stderr.")] = False,
     progress: Annotated[
         bool | None, typer.Option("--progress/--no-progress", help="Progress bar (default: on for files over 4 MB).")
@@ -64,7 +72,8 @@ def replay_command(
 
     Writes one `coolant.cooldown/1` JSON line per cooldown and a summary to stderr: records read,
     invalid records with their line numbers, what each record did (counted, skip reasons, absorbed),
-    cooldowns by reason, and a per-deployment table. Invalid records are reported, never fatal:
+    cooldowns by reason, and a per-deployment table. `--transitions-out` also writes the health
+    transitions the live worker would publish for the same records. Invalid records are reported, never fatal:
     the exit status is 0 when the replay ran, 1 when the input held no valid record at all (an
     empty or binary file), 2 on a bad config or an unreadable file.
     """
@@ -74,9 +83,16 @@ def replay_command(
     except SourceError as exc:
         raise fail(str(exc)) from None
     sink = open(out, "wb") if out is not None else sys.stdout.buffer  # noqa: SIM115 - closed below
+    flips = open(transitions_out, "wb") if transitions_out is not None else None  # noqa: SIM115 - closed below
 
     def emit(cd: Cooldown) -> None:
         sink.write(encode(cd) + b"\n")
+
+    def emit_transition(ht: HealthTransition) -> None:
+        assert flips is not None
+        flips.write(encode(ht) + b"\n")
+
+    on_transition = None if flips is None else emit_transition
 
     size = total_size(events)
     show = progress if progress is not None else (size >= PROGRESS_MIN_BYTES and err.is_terminal)
@@ -86,15 +102,18 @@ def replay_command(
             columns = (BarColumn(), DownloadColumn(), TransferSpeedColumn(), TimeRemainingColumn())
             with Progress(*columns, console=err, transient=True) as bar:
                 task = bar.add_task("replay", total=size or None)
-                summary = replay(read_blocks(events, lambda n: bar.advance(task, n)), cfg.policy, emit)
+                blocks = read_blocks(events, lambda n: bar.advance(task, n))
+                summary = replay(blocks, cfg.policy, emit, on_transition)
         else:
-            summary = replay(read_blocks(events), cfg.policy, emit)
+            summary = replay(read_blocks(events), cfg.policy, emit, on_transition)
     except SourceError as exc:
         raise fail(str(exc)) from None
     finally:
         sink.flush()
         if out is not None:
             sink.close()
+        if flips is not None:
+            flips.close()
     seconds = time.perf_counter() - started
     if summary_json is not None:
         summary_json.write_bytes(orjson.dumps(summary.to_dict(), option=orjson.OPT_INDENT_2))

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from coolant.processors import Engine, Policy
-from coolant.schemas import Cooldown, Health, InvalidRecord, Outcome, Record, decode, decode_block
+from coolant.schemas import Cooldown, Health, HealthTransition, InvalidRecord, Outcome, Record, decode, decode_block
 from coolant.sources import Block
 
 MAX_INVALID_SAMPLES = 20
@@ -43,6 +43,7 @@ class ReplaySummary:
     suppressed: Counter[tuple[str, str]] = field(default_factory=Counter)
     deployments: defaultdict[str, DeploymentTotals] = field(default_factory=lambda: defaultdict(DeploymentTotals))
     health_updates: int = 0
+    health_transitions: int = 0
 
     @property
     def cooldowns(self) -> int:
@@ -58,6 +59,7 @@ class ReplaySummary:
             "reasons": dict(self.reasons),
             "suppressed": [{"model_group": g, "reason": r, "count": n} for (g, r), n in self.suppressed.items()],
             "health_updates": self.health_updates,
+            "health_transitions": self.health_transitions,
             "deployments": {
                 d: {
                     "outcomes": t.outcomes,
@@ -92,8 +94,14 @@ def decode_records(block: Block, summary: ReplaySummary) -> list[Record]:
     return records
 
 
-def replay(blocks: Iterable[Block], policy: Policy, emit: Callable[[Cooldown], None]) -> ReplaySummary:
-    """Run every record through one engine, in file order; cooldowns go to `emit` as they are decided."""
+def replay(
+    blocks: Iterable[Block],
+    policy: Policy,
+    emit: Callable[[Cooldown], None],
+    transitions: Callable[[HealthTransition], None] | None = None,
+) -> ReplaySummary:
+    """Run every record through one engine, in file order; cooldowns go to `emit` as they are decided, health
+    transitions (the live `<prefix>health.transitions` records) to `transitions`."""
     engine = Engine(policy)
     feed = engine.feed
     summary = ReplaySummary()
@@ -117,6 +125,10 @@ def replay(blocks: Iterable[Block], policy: Policy, emit: Callable[[Cooldown], N
                 totals.probes += 1
                 if step.health is not None:
                     summary.health_updates += 1
+                    if step.transition is not None:
+                        summary.health_transitions += 1
+                        if transitions is not None:
+                            transitions(step.transition)
             else:
                 continue  # deployment and cooldown records are only counted ("ignored")
             cd = step.cooldown

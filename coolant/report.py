@@ -16,7 +16,8 @@ def render_summary(summary: ReplaySummary, console: Console, seconds: float) -> 
     console.print(
         f"[bold]replay[/bold]: {summary.records:,} records in {seconds:.2f} s ({rate:,.0f}/s), "
         f"{summary.invalid:,} invalid, {summary.cooldowns:,} cooldowns, "
-        f"{sum(summary.suppressed.values()):,} suppressed, {summary.health_updates:,} health-state changes"
+        f"{sum(summary.suppressed.values()):,} suppressed, {summary.health_updates:,} health-state changes "
+        f"({summary.health_transitions:,} health transitions)"
     )
     for sample in summary.invalid_samples:
         console.print(f"  [red]invalid[/red] {escape(sample)}", highlight=False, soft_wrap=True)

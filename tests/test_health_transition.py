@@ -16,17 +16,20 @@ def probe(eid: str, dt: float, healthy: bool, **fields: object) -> Health:
                   **fields)  # type: ignore[arg-type]
 
 
-def run(probes: list[Health]) -> list[HealthTransition]:
-    """What the worker does: capture the state before `step_health`, ask `transition` when the state changed."""
+def run(probes: list[Health], *, health_cooldown: bool = False) -> list[HealthTransition]:
+    """The transitions `step_health` returns (what the worker publishes and `coolant replay` writes)."""
     policy = parse_config({"model_list": [{"model_name": "g", "litellm_params": {"model": "openai/x"},
-                                            "model_info": {"id": "d1"}}]}).policy
+                                            "model_info": {"id": "d1"}}],
+                           "coolant": {"health": {"cooldown": health_cooldown}}}).policy
     ps = PathState()
     out = []
     for rec in probes:
         previous = ps.probe
         step = step_health(policy, ps, rec)
-        if step.health is not None and (t := transition(previous, rec, "g")) is not None:
-            out.append(t)
+        assert step.transition == transition(previous, rec, "g")  # the rule, as the step applies it
+        assert step.transition is None or step.health is not None  # a flip is always a health-state change
+        if step.transition is not None:
+            out.append(step.transition)
     return out
 
 
@@ -85,3 +88,4 @@ def test_flapping_sequence_gives_one_record_per_flip() -> None:
         ("h1", None, True), ("u1", True, False), ("h3", False, True)
     ]
     assert all(t.model_group == "g" for t in got)
+    assert run(seq, health_cooldown=True) == got  # probe cooldowns (H2) change nothing of the transitions

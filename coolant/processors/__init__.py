@@ -1,6 +1,6 @@
 """The pure policy core: no I/O, no Faust, no clock. Same records in, same cooldowns out."""
 
-from coolant.processors.engine import Engine, Step, step_health, step_outcome
+from coolant.processors.engine import Engine, Step, eject, step_health, step_outcome
 from coolant.processors.policy import Backoff, DeploymentEntry, Options, Policy, Registry, RouterSettings
 from coolant.processors.state import DeploymentState, HealthState
 
@@ -15,6 +15,7 @@ __all__ = [
     "Registry",
     "RouterSettings",
     "Step",
+    "eject",
     "step_health",
     "step_outcome",
 ]

@@ -8,10 +8,15 @@ from __future__ import annotations
 
 from collections.abc import MutableMapping
 
-from coolant.processors.policy import Policy
+from coolant.processors.policy import Options, Policy
 
 GroupEjections = MutableMapping[str, float]
 """deployment_id -> until of its latest emitted (unsuppressed) cooldown."""
+
+
+def enabled(o: Options) -> bool:
+    """X3 is on below 100 %: every cooldown is then a candidate the group filter admits or suppresses."""
+    return o.max_ejection_percent < 100
 
 
 def ejection_limit(policy: Policy, group: str) -> int:
@@ -20,7 +25,7 @@ def ejection_limit(policy: Policy, group: str) -> int:
 
 def passes(policy: Policy, active: GroupEjections, deployment_id: str, ts: float, until: float) -> bool:
     """Admit or suppress one cooldown of `deployment_id` starting at ts; records it when admitted."""
-    if policy.options.max_ejection_percent >= 100:
+    if not enabled(policy.options):  # the policy may have changed since the candidate was decided
         return True
     mine = active.get(deployment_id)
     if mine is None or mine <= ts:

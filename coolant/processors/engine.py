@@ -1,24 +1,26 @@
 """The policy engine: one record in, at most one cooldown out (spec §3.2, §3.10, §4).
 
 `step_outcome` and `step_health` are the per-deployment stage: they read the policy, update
-the `PathState` they are given (request or health path, D6), and return a `Step`. `Engine` composes them with the
-group-level ejection filter over in-memory states; replay, tuning and tests use it, and the
-live agents run the same functions over states they persist.
+the `PathState` they are given (request or health path, D6), and return a `Step` holding everything the record
+decided (cooldown, health state, health transition). `eject` is the group-level stage (X3) for the cooldowns a
+step marks as candidates. `Engine` composes both over in-memory states; replay, tuning and tests use it, and the
+live agents run the same functions over states they persist, only routing what the steps say.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from coolant.processors import ejection, quota, windows
 from coolant.processors.categories import exception_name
 from coolant.processors.decide import Candidate, Failure, decide, gate
 from coolant.processors.duration import provider_capped, request_duration, router_duration
 from coolant.processors.emit import admit, build
+from coolant.processors.health import transition
 from coolant.processors.policy import COUNTER_TTL, DeploymentEntry, Options, Policy
 from coolant.processors.state import DeploymentState, HealthState, PathState, PodCounters
-from coolant.schemas import Cooldown, Health, Outcome, Record, Window
+from coolant.schemas import Cooldown, Health, HealthTransition, Outcome, Record, Window
 
 PROBE_FAILED = "background_health_check_failed"
 
@@ -37,6 +39,12 @@ class Step:
     health: HealthState | None = None
     suppressed: Cooldown | None = None
     """The cooldown X3 held back (never emitted; for metrics and the replay summary)."""
+    transition: HealthTransition | None = None
+    """Set when a probe flipped the deployment's materialized health (H1), or was its first: the record the
+    live shell publishes on `<prefix>health.transitions` and `coolant replay --transitions-out` writes."""
+    candidate: bool = False
+    """X3 is on: `cooldown` still needs the group verdict (`eject`) before it is emitted. The live shell sends
+    it to the ejection stage; the engine applies `eject` at once."""
 
 
 COUNTED = Step("counted")
@@ -79,7 +87,7 @@ def step_outcome(policy: Policy, ps: PathState, rec: Outcome) -> Step:
     if pre_call and ok:
         return IGNORED
     width = o.slot_width
-    cell = ps.windows.get(k := int(ts // width))  # O5: count in the record's window
+    cell = ps.windows.get(k := windows.slot(ts, width))  # O5: count in the record's window
     if cell is None:
         ps.windows[k] = [1, 0] if ok else [0, 1]
     else:
@@ -176,34 +184,35 @@ def _quota_step(policy: Policy, ps: PathState, rec: Outcome) -> Step:
         name=None,
         message=quota.message(rec),
     )
-    return Step("cooled", cooldown)
+    return Step("cooled", cooldown, candidate=ejection.enabled(o))
 
 
 def step_health(policy: Policy, ps: PathState, rec: Health) -> Step:
     """H1 (health state, always) and H2-H3 (probe cooldowns, when enabled), on the health path state."""
-    update = None
+    update = flip = None
     probe = ps.probe
+    entry = policy.registry.get(rec.deployment_id)
     if probe is None or rec.ts >= probe.timestamp:
         new = HealthState(rec.healthy, rec.ts, "" if rec.healthy else PROBE_FAILED)
         if new != probe:
             ps.probe = update = new
+            flip = transition(probe, rec, None if entry is None else entry.model_group)
     o = policy.options
     if rec.healthy or not o.health_cooldown:
-        return Step("probe", None, update)
+        return Step("probe", None, update, transition=flip)
     stop = _accept(o, ps, rec.event_id, rec.ts)
     if stop is not None:
-        return Step(stop.disposition, None, update)
+        return Step(stop.disposition, None, update, transition=flip)
     failure = Failure(rec.status_code, exception_name(rec.exception_type), rec.ts)
-    entry = policy.registry.get(rec.deployment_id)
     skip = gate(policy, entry, failure, None)
     if skip is not None:
-        return Step(skip, None, update)
+        return Step(skip, None, update, transition=flip)
     assert entry is not None
     verdict = decide(policy, entry, ps, failure, router_duration(policy), Window(rec.ts, 0, 1))
     if isinstance(verdict, str):
-        return Step(verdict, None, update)
+        return Step(verdict, None, update, transition=flip)
     step = _emit(o, entry, ps, Candidate("health_check", verdict.duration, verdict.window), rec, failure)
-    return Step(step.disposition, step.cooldown, update)
+    return replace(step, health=update, transition=flip)
 
 
 def _emit(
@@ -226,7 +235,18 @@ def _emit(
         name=failure.name,
         message=rec.exception_message,
     )
-    return Step("cooled", cooldown)
+    return Step("cooled", cooldown, candidate=ejection.enabled(o))
+
+
+def eject(policy: Policy, active: ejection.GroupEjections, step: Step) -> Step:
+    """X3, the group verdict on a candidate step: emitted as it is, or suppressed (its cooldown kept aside).
+
+    `active` is the candidate's model group's ejection state (see `ejection.passes`), updated on a pass.
+    """
+    cd = step.cooldown
+    if cd is None or ejection.passes(policy, active, cd.deployment_id, cd.ts, cd.until):
+        return replace(step, candidate=False)
+    return Step("suppressed", None, step.health, cd, step.transition)
 
 
 class Engine:
@@ -251,17 +271,13 @@ class Engine:
             step = step_health(self.policy, self.state(rec.deployment_id).health, rec)
         else:
             return IGNORED
-        return step if step.cooldown is None else self.filter(step)
+        return self.filter(step) if step.candidate else step
 
     def filter(self, step: Step) -> Step:
-        """X3: suppress a cooldown when too much of its group is already cooled."""
+        """X3 on a candidate step, over the in-memory ejection state of its group."""
         cd = step.cooldown
-        if cd is None or self.policy.options.max_ejection_percent >= 100:
-            return step
-        active = self.ejections.setdefault(cd.model_group, {})
-        if ejection.passes(self.policy, active, cd.deployment_id, cd.ts, cd.until):
-            return step
-        return Step("suppressed", None, step.health, cd)
+        assert cd is not None
+        return eject(self.policy, self.ejections.setdefault(cd.model_group, {}), step)
 
     def run(self, records: Iterable[Record]) -> list[Cooldown]:
         """Convenience for tests and tuning: every cooldown emitted for `records`, in order."""

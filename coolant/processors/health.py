@@ -1,7 +1,8 @@
 """Health transitions: when a probe flips a deployment's health (the health alert feed, not a copy of every probe).
 
-Pure, like the rest of the core: the shell captures the health path's `probe` before `step_health` and asks
-`transition` whether the new probe changed the verdict. The rule follows H1, so a transition is exactly a change
+Pure, like the rest of the core: `step_health` asks `transition` whether the new probe changed the verdict in
+force and returns the answer in its `Step`, so the live shell and `coolant replay` publish the same records. The
+rule follows H1, so a transition is exactly a change
 of the materialized `is_healthy`: a probe older than the state in force changes nothing (H1 keeps the greatest
 `ts`; on a tie the later one wins), and the first probe ever seen is a change from unknown.
 """

@@ -26,6 +26,7 @@ is within `late_after` of the fleet's (L1), and the pod reads the worker's confi
 
 from __future__ import annotations
 
+from coolant.processors import ejection
 from coolant.processors.decide import retryable
 from coolant.processors.engine import step_outcome
 from coolant.processors.policy import Policy
@@ -36,7 +37,7 @@ from coolant.schemas import Cooldown, Outcome
 def fleet_dependent(policy: Policy) -> bool:
     """True when the options make every cooldown depend on fleet state (X2 backoff, X3 ejection)."""
     o = policy.options
-    return o.backoff is not None or o.max_ejection_percent < 100
+    return o.backoff is not None or ejection.enabled(o)
 
 
 def prefetch(policy: Policy, rec: Outcome) -> Cooldown | None:

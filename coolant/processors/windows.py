@@ -13,9 +13,14 @@ from coolant.processors.state import ForgetsExpired, PathState, PodCounters
 from coolant.schemas import Window
 
 
+def slot(ts: float, width: int) -> int:
+    """O5: the index of the slot (window or bucket) a record at ts counts in: the floor, as §5.5 asks."""
+    return int(ts // width)
+
+
 def counts(ps: PathState, ts: float, width: int) -> tuple[float, int, int]:
     """(window start, successes, failures) of the window the record at ts belongs to."""
-    k = int(ts // width)  # floor, as §5.5 asks
+    k = slot(ts, width)
     if width == WINDOW:
         s, f = ps.windows.get(k, (0, 0))
         return float(k * WINDOW), s, f

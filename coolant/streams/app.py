@@ -24,11 +24,9 @@ from redis.exceptions import RedisError
 
 from coolant.config import Config, KafkaSettings, resolve_secret
 from coolant.connect import kafka_client_args, kafka_ssl_context, redis_problem
-from coolant.processors import HealthState, Policy, Step, step_health, step_outcome
-from coolant.processors.ejection import passes
-from coolant.processors.health import transition
+from coolant.processors import HealthState, Policy, Step, eject, step_health, step_outcome
 from coolant.processors.redact import redact
-from coolant.schemas import Cooldown, Health, InvalidRecord, Outcome, Record, decode, encode
+from coolant.schemas import Cooldown, Health, HealthTransition, InvalidRecord, Outcome, Record, decode, encode
 from coolant.streams import admin_api, metrics
 from coolant.streams.deadletter import ERROR_KEEP, deadletter_value
 from coolant.streams.faust_adapter import install as install_fast_path
@@ -167,15 +165,15 @@ class Decider:
         for message, rec in items:
             dep = rec.deployment_id
             ps = store.load(dep)
-            previous = ps.probe  # step_health replaces it
             try:
                 step = step_fn(policy, ps, rec)
                 if step.health is not None and not self.shadow:  # H1: health-state changes, for Redis
                     value = orjson.dumps({"deployment_id": dep, **step.health.to_dict()})
                     await self.pipeline.health_state.send(key=dep.encode(), value=value)
-                    await self._publish_transition(previous, rec)
+                    if step.transition is not None:
+                        await self._publish_transition(step.transition)
                 if step.cooldown is not None:
-                    await self._publish(step.cooldown)
+                    await self._publish(step)
             except Exception as exc:  # P1: a bug met by one record must not stop the partition
                 await self.pipeline.record_failed(message, exc, "shadow decider" if self.shadow else "decider")
                 dispositions["failed"] += 1
@@ -186,9 +184,11 @@ class Decider:
         for disposition, n in dispositions.items():
             self.records_metric.labels(topic, disposition).inc(n)
 
-    async def _publish(self, cd: Cooldown) -> None:
-        """Send a cooldown (to the ejection stage when X3 is on) and wait until it is durable."""
-        if self.registry.policy.options.max_ejection_percent < 100:
+    async def _publish(self, step: Step) -> None:
+        """Send a step's cooldown (a candidate to the ejection stage, X3) and wait until it is durable."""
+        cd = step.cooldown
+        assert cd is not None
+        if step.candidate:
             fut = await self.candidates.send(key=cd.model_group.encode(), value=encode(cd))
         else:
             self.cooldowns_metric.labels(cd.model_group, cd.reason).inc()
@@ -197,13 +197,8 @@ class Decider:
             fut = await self.cooldowns.send(key=cd.deployment_id.encode(), value=encode(cd))
         await fut
 
-    async def _publish_transition(self, previous: HealthState | None, rec: Any) -> None:
+    async def _publish_transition(self, ht: HealthTransition) -> None:
         """A health flip (issue 6) on the transitions topic, durable before the state that knows of it is saved."""
-        assert isinstance(rec, Health)
-        entry = self.registry.policy.registry.get(rec.deployment_id)
-        ht = transition(previous, rec, None if entry is None else entry.model_group)
-        if ht is None:
-            return
         metrics.HEALTH_TRANSITIONS.labels(ht.model_group, "true" if ht.healthy else "false").inc()
         fut = await self.pipeline.transitions.send(key=ht.deployment_id.encode(), value=encode(ht))
         await fut
@@ -248,7 +243,7 @@ class Decider:
         if active is None:
             raw = self.ejection_table.get(group.encode())
             active = self._ejections[group] = {} if raw is None else orjson.loads(raw)
-        if passes(self.registry.policy, active, cd.deployment_id, cd.ts, cd.until):
+        if eject(self.registry.policy, active, Step("cooled", cd, candidate=True)).cooldown is not None:
             self.cooldowns_metric.labels(group, cd.reason).inc()
             if not self.shadow:
                 metrics.cooled_down(cd)

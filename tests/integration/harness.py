@@ -176,6 +176,49 @@ def fleet_traffic(n: int = 3000, seed: int = 1, t0: float = T0, tag: str = "") -
     return lines
 
 
+PROBE_FAILURES = (
+    (500, "InternalServerError", "litellm.InternalServerError: upstream 500 for key sk-live-abcdefghijklmnop1234"),
+    (401, "AuthenticationError", "litellm.AuthenticationError: Incorrect API key provided: sk-...abcd"),
+    (None, "APIConnectionError", None),
+    (429, None, "rate limited"),
+)
+
+
+def probe_traffic(probes: int = 12, seed: int = 1, t0: float = T0) -> list[bytes]:
+    """Health probes (JSON lines, in publish order) of every deployment and of one the registry does not know:
+    flapping verdicts every 10 s, and what the fleet's probers produce besides: an older verdict arriving late,
+    a redelivered copy, two probers agreeing on the same ts with different verdicts."""
+    rng = random.Random(seed)
+    lines: list[bytes] = []
+
+    def probe(eid: str, ts: float, dep: str, healthy: bool) -> bytes:
+        rec: dict[str, Any] = {"schema": "coolant.health/1", "event_id": eid, "ts": round(ts, 3), "deployment_id": dep,
+                               "model_group": group_of(dep) if dep in DEPLOYMENTS else "probed-group",
+                               "healthy": healthy, "prober": f"prober-{rng.randrange(3)}", "latency_ms": 12.5}
+        if not healthy:
+            status, exc, msg = rng.choice(PROBE_FAILURES)
+            rec.update(status_code=status, exception_type=exc, exception_message=msg)
+        return orjson.dumps(rec)
+
+    healthy = dict.fromkeys((*DEPLOYMENTS, "unregistered-dep"), True)
+    for i in range(probes):
+        for dep in healthy:
+            if rng.random() < 0.3:
+                healthy[dep] = not healthy[dep]
+            ts = t0 + 10 * i + rng.random()
+            line = probe(f"hp-{seed}-{dep}-{i}", ts, dep, healthy[dep])
+            lines.append(line)
+            roll = rng.random()
+            if roll < 0.1:
+                lines.append(line)  # redelivered
+            elif roll < 0.2:
+                lines.append(probe(f"hp-{seed}-{dep}-{i}-late", ts - 15, dep, not healthy[dep]))  # H1: too old
+            elif roll < 0.3:
+                healthy[dep] = not healthy[dep]
+                lines.append(probe(f"hp-{seed}-{dep}-{i}-tie", ts, dep, healthy[dep]))  # a tie: the later one wins
+    return lines
+
+
 def sentinels(lines: list[bytes], tag: str = "end") -> list[bytes]:
     """One 401 per deployment, two minutes after the last record: each always cools its deployment (non_retryable,
     ending after any earlier cooldown), so once every sentinel's cooldown is on the topic, every record published
@@ -224,14 +267,19 @@ def key_of(line: bytes) -> bytes:
 # Replay
 
 
-def run_replay(events: Path, config: Path, out: Path) -> list[dict[str, Any]]:
-    """`coolant replay EVENTS --config CONFIG --out OUT` as a subprocess; the cooldown records it wrote."""
-    proc = subprocess.run(
-        [sys.executable, "-m", "coolant.cli", "replay", str(events), "--config", str(config), "--out", str(out)],
-        capture_output=True, text=True, timeout=120, cwd=ROOT, check=False,
-    )
+def run_replay(events: Path, config: Path, out: Path, transitions_out: Path | None = None) -> list[dict[str, Any]]:
+    """`coolant replay EVENTS --config CONFIG --out OUT [--transitions-out FILE]` as a subprocess; the cooldown
+    records it wrote (the transitions, if asked for, are in `transitions_out`: see `read_jsonl`)."""
+    cmd = [sys.executable, "-m", "coolant.cli", "replay", str(events), "--config", str(config), "--out", str(out)]
+    if transitions_out is not None:
+        cmd += ["--transitions-out", str(transitions_out)]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=120, cwd=ROOT, check=False)
     assert proc.returncode == 0, f"coolant replay failed (rc={proc.returncode}):\n{proc.stderr[-3000:]}"
-    return [json.loads(line) for line in out.read_bytes().splitlines() if line.strip()]
+    return read_jsonl(out)
+
+
+def read_jsonl(path: Path) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in path.read_bytes().splitlines() if line.strip()]
 
 
 def by_id(cooldowns: Iterable[dict[str, Any]]) -> dict[str, dict[str, Any]]:
@@ -768,12 +816,27 @@ class Case:
     def deadletter(self) -> str:
         return Topics(self.prefix).deadletter
 
+    @property
+    def health(self) -> str:
+        return Topics(self.prefix).health
+
+    @property
+    def transitions(self) -> str:
+        return Topics(self.prefix).health_transitions
+
     def log(self, msg: str) -> None:
         print(f"[{time.monotonic() - self.t_start:6.1f} s] {msg}", flush=True)
 
     def replay(self, lines: list[bytes], name: str = "events") -> list[dict[str, Any]]:
         events = write_jsonl(self.tmp / f"{name}.jsonl", lines)
         return run_replay(events, self.config, self.tmp / f"{name}.replay.jsonl")
+
+    def replay_transitions(self, lines: list[bytes], name: str = "events") -> list[dict[str, Any]]:
+        """The health transitions `coolant replay --transitions-out` writes for `lines`."""
+        events = write_jsonl(self.tmp / f"{name}.jsonl", lines)
+        out = self.tmp / f"{name}.transitions.jsonl"
+        run_replay(events, self.config, self.tmp / f"{name}.replay.jsonl", transitions_out=out)
+        return read_jsonl(out)
 
     async def worker(self, name: str, bootstrap: str, *, redis_url: str | None = None, partitions: int = 2,
                      env: dict[str, str] | None = None, loglevel: str | None = None,

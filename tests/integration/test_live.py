@@ -34,6 +34,7 @@ from .harness import (
     key_of,
     latest_per_deployment,
     outcome,
+    probe_traffic,
     produce,
     produce_lines,
     read_json,
@@ -91,6 +92,33 @@ async def test_replay_equals_live(case: Case, kafka_bootstrap: str, redis_url: s
     problems = await redis_mismatches(redis_url, case.key_prefix, latest, idle)
     assert not problems, "\n".join(problems[:10])
     case.log(f"{len(expected)} cooldowns identical to replay; Redis holds the latest of {len(latest)} deployments")
+
+
+async def test_replay_transitions_equal_live(case: Case, kafka_bootstrap: str) -> None:
+    """`coolant replay --transitions-out` writes the records the live worker publishes on the transitions topic."""
+    lines = probe_traffic(12, seed=2)
+    expected = case.replay_transitions(lines)
+    flips = {(t["previous"], t["healthy"]) for t in expected}
+    assert {(None, True), (None, False), (True, False), (False, True)} <= flips, flips
+    assert len(expected) >= 60, "the probes should flip dozens of times"
+    w = await case.worker("a", kafka_bootstrap)
+    await w.wait_ready()
+
+    await produce_lines(kafka_bootstrap, case.health, lines)
+    await wait_caught_up(kafka_bootstrap, case.app_id, case.health, on_timeout=case.logs)
+    got = await read_json(kafka_bootstrap, case.transitions)
+    assert not duplicates(got), f"transitions published more than once: {duplicates(got)}"
+    assert by_id(got) == by_id(expected), diff_cooldowns(by_id(got), by_id(expected))
+
+    def per_deployment(records: list[dict[str, Any]]) -> dict[str, list[str]]:
+        order: dict[str, list[str]] = {}
+        for t in records:
+            order.setdefault(t["deployment_id"], []).append(t["event_id"])
+        return order
+
+    assert per_deployment(got) == per_deployment(expected)  # each deployment's flips in the same order
+    assert await w.metric("coolant_health_transitions_total") == len(expected)
+    case.log(f"{len(expected)} transitions identical to replay's")
 
 
 async def test_bad_input_goes_to_deadletter(case: Case, kafka_bootstrap: str) -> None:
