@@ -386,3 +386,33 @@ async def test_shadow_policy_writes_only_the_shadow_topic(case: Case, kafka_boot
     idle = [d for d in DEPLOYMENTS if d not in latest]
     problems = await redis_mismatches(redis_url, case.key_prefix, latest, idle)
     assert not problems, "\n".join(problems[:10])
+
+
+async def test_max_ejection_through_the_ejection_stage(case: Case, kafka_bootstrap: str) -> None:
+    """X3 live: cooldowns go through the group-keyed ejection stage, which passes and suppresses as replay does.
+
+    A group's candidates come from several partitions, so their order is fixed here by waiting for each verdict
+    before publishing the next failure (replay reads them in that same order)."""
+    raw = yaml.safe_load(case.config.read_text())
+    case.config.write_text(yaml.safe_dump(override(raw, "coolant.max_ejection_percent", 50)))
+    deps = ("dep-00", "dep-01", "dep-02", "dep-03")  # grp-0: at most 2 cooled at once
+
+    def auth(i: int, dep: str) -> bytes:
+        return outcome(f"x3-{i}", T0 + i, dep, False, status_code=401, exception_type="AuthenticationError",
+                       exception_message="litellm.AuthenticationError: bad key")
+
+    lines = [auth(i, dep) for i, dep in enumerate(deps)]
+    expected = case.replay(lines)
+    assert [cd["deployment_id"] for cd in expected] == ["dep-00", "dep-01"]
+    w = await case.worker("a", kafka_bootstrap)
+    await w.wait_ready()
+    for n, line in enumerate(lines, 1):
+        await produce_lines(kafka_bootstrap, case.outcomes, [line])
+
+        async def decided(n: int = n) -> bool:
+            passed = await w.metric("coolant_cooldowns_total")
+            return passed + await w.metric("coolant_cooldowns_suppressed_total") == n
+
+        await wait_for(decided, f"the X3 verdict on candidate {n}", on_timeout=case.logs)
+    assert_same_cooldowns(await read_json(kafka_bootstrap, case.cooldowns), expected, allow_duplicates=False)
+    assert await w.metric("coolant_cooldowns_suppressed_total", model_group="grp-0") == 2
