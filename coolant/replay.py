@@ -7,12 +7,12 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from coolant.processors import Engine, Policy
+from coolant.processors import Disposition, Engine, Policy, Skip
 from coolant.schemas import Cooldown, Health, HealthTransition, InvalidRecord, Outcome, Record, decode, decode_block
 from coolant.sources import Block
 
 MAX_INVALID_SAMPLES = 20
-_DROPPED = frozenset({"late", "duplicate"})
+_DROPPED = frozenset({Disposition.LATE, Disposition.DUPLICATE})
 
 
 @dataclass(slots=True)
@@ -38,7 +38,7 @@ class ReplaySummary:
     records: int = 0
     invalid: int = 0
     invalid_samples: list[str] = field(default_factory=list)
-    dispositions: Counter[str] = field(default_factory=Counter)
+    dispositions: Counter[Disposition | Skip] = field(default_factory=Counter)
     reasons: Counter[str] = field(default_factory=Counter)
     suppressed: Counter[tuple[str, str]] = field(default_factory=Counter)
     deployments: defaultdict[str, DeploymentTotals] = field(default_factory=lambda: defaultdict(DeploymentTotals))
@@ -54,7 +54,7 @@ class ReplaySummary:
             "records": self.records,
             "invalid": self.invalid,
             "invalid_samples": self.invalid_samples,
-            "dispositions": dict(self.dispositions),
+            "dispositions": {str(d): n for d, n in self.dispositions.items()},  # orjson wants exact str keys
             "cooldowns": self.cooldowns,
             "reasons": dict(self.reasons),
             "suppressed": [{"model_group": g, "reason": r, "count": n} for (g, r), n in self.suppressed.items()],

@@ -27,8 +27,8 @@ def render_summary(summary: ReplaySummary, console: Console, seconds: float) -> 
     outcome = Table(title="what each record did", title_justify="left")
     outcome.add_column("disposition")
     outcome.add_column("records", justify="right")
-    for name, count in summary.dispositions.most_common():
-        outcome.add_row(name, f"{count:,}")
+    for disposition, count in summary.dispositions.most_common():
+        outcome.add_row(str(disposition), f"{count:,}")
     reasons = Table(title="cooldowns by reason", title_justify="left")
     reasons.add_column("reason")
     reasons.add_column("cooldowns", justify="right")

@@ -1,6 +1,6 @@
 """The per-record decision: gate (G1-G7), mode (M1-M4), V2 (§3.5) and V1 (§3.6) rules.
 
-Pure functions over plain data. Each returns either a skip reason (str) or a `Candidate`.
+Pure functions over plain data. Each returns either a skip reason (`Skip`) or a `Candidate`.
 """
 
 from __future__ import annotations
@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from fractions import Fraction
 
 from coolant.processors import categories as cat
+from coolant.processors.dispositions import Skip
 from coolant.processors.duration import counter_lifetime
 from coolant.processors.policy import DeploymentEntry, Options, Policy
 from coolant.processors.state import Counter, PathState
@@ -50,23 +51,23 @@ class Candidate:
     window: Window
 
 
-def gate(policy: Policy, entry: DeploymentEntry | None, failure: Failure, duration: float | None) -> str | None:
+def gate(policy: Policy, entry: DeploymentEntry | None, failure: Failure, duration: float | None) -> Skip | None:
     """G1-G7; the skip reason of the first rule that stops the failure. `duration` None skips G5 (H2)."""
     if entry is None:
-        return "unknown_deployment"
+        return Skip.UNKNOWN_DEPLOYMENT
     status = failure.status
     if status is None:
-        return "no_status"
+        return Skip.NO_STATUS
     if failure.name in EXCLUDED_TYPES:
-        return "excluded_type"
+        return Skip.EXCLUDED_TYPE
     if policy.router.disable_cooldowns:
-        return "disabled"
+        return Skip.DISABLED
     if duration is not None and duration == 0:
-        return "zero_duration"
+        return Skip.ZERO_DURATION
     if not _status_passes(status) and cat.resolve(entry.allowed_fails_policy, failure.categories) is None:
-        return "status_exempt"
+        return Skip.STATUS_EXEMPT
     if entry.wildcard:
-        return "wildcard"
+        return Skip.WILDCARD
     return None
 
 
@@ -87,7 +88,7 @@ def decide(
     duration: float,
     window: Window,
     counters: Window | None = None,
-) -> Candidate | str:
+) -> Candidate | Skip:
     """M1-M4 then V2 or V1. `window` holds the V2 counts, `counters` the D7 view (None: off or health path);
     V1 uses its own counters."""
     group = entry.model_group
@@ -95,7 +96,7 @@ def decide(
     assert status is not None  # the gate stopped null statuses
     single = policy.single(group)
     if status == 402 and single:
-        return "single_402"
+        return Skip.SINGLE_402
     if entry.allowed_fails is not None or entry.allowed_fails_policy is not None:
         return _deployment_v1(policy, entry, ps, failure, duration)
     router = policy.router
@@ -109,7 +110,7 @@ def decide(
         by_counts = count_reason(o, single, counters.successes, counters.failures)
         if by_counts is not None:
             return Candidate(by_counts, duration, counters)
-    return Candidate(reason, duration, window) if reason is not None else "below_threshold"
+    return Candidate(reason, duration, window) if reason is not None else Skip.BELOW_THRESHOLD
 
 
 _NOT_BY_COUNTS = (None, "non_retryable")
@@ -148,12 +149,12 @@ def _over_rate(f: int, n: int, rate: float) -> bool:
 
 def _router_v1(
     policy: Policy, entry: DeploymentEntry, ps: PathState, failure: Failure, duration: float
-) -> Candidate | str:
+) -> Candidate | Skip:
     """Q1-Q4: router-level allowed fails, one counter shared by every category."""
     router = policy.router
     e_r = cat.resolve(router.allowed_fails_policy, failure.categories)
     if e_r is None and policy.lone(entry.model_group):
-        return "lone_exempt"
+        return Skip.LONE_EXEMPT
     if e_r is not None:
         threshold = e_r[1]
     elif router.allowed_fails is not None:
@@ -165,13 +166,13 @@ def _router_v1(
 
 def _deployment_v1(
     policy: Policy, entry: DeploymentEntry, ps: PathState, failure: Failure, duration: float
-) -> Candidate | str:
+) -> Candidate | Skip:
     """P1-P4: deployment-level allowed fails."""
     cats = failure.categories
     e_d = cat.resolve(entry.allowed_fails_policy, cats)
     e_r = cat.resolve(policy.router.allowed_fails_policy, cats)
     if e_d is None and policy.lone(entry.model_group) and (entry.allowed_fails is not None or e_r is None):
-        return "lone_exempt"
+        return Skip.LONE_EXEMPT
     threshold: int
     if e_d is not None:
         threshold = e_d[1]
@@ -194,7 +195,7 @@ def _deployment_v1(
 
 def _count(
     policy: Policy, entry: DeploymentEntry, ps: PathState, suffix: str, threshold: int, ts: float, duration: float
-) -> Candidate | str:
+) -> Candidate | Skip:
     """C2 then Q4/P4: increment the counter; cool when the count exceeds the threshold."""
     counter = ps.counters.get(suffix)
     if counter is None or ts >= counter.expires:
@@ -204,4 +205,4 @@ def _count(
         counter.count += 1
     if counter.count > threshold:
         return Candidate("allowed_fails", duration, Window(counter.anchor, 0, counter.count))
-    return "below_threshold"
+    return Skip.BELOW_THRESHOLD

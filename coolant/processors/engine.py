@@ -15,6 +15,7 @@ from dataclasses import dataclass, replace
 from coolant.processors import ejection, quota, windows
 from coolant.processors.categories import exception_name
 from coolant.processors.decide import Candidate, Failure, decide, gate
+from coolant.processors.dispositions import Disposition, Skip
 from coolant.processors.duration import provider_capped, request_duration, router_duration
 from coolant.processors.emit import admit, build
 from coolant.processors.health import transition
@@ -29,12 +30,12 @@ PROBE_FAILED = "background_health_check_failed"
 class Step:
     """What one record did.
 
-    `disposition` is "counted" (a success), "late", "duplicate", "ignored", a gate or mode skip
-    reason, "below_threshold", "absorbed", "suppressed", "cooled" or "probe" (a probe with no
-    cooldown decision). `health` is set when the record changed the deployment's health state.
+    `disposition` is a `Disposition` (counted, late, duplicate, ignored, probe, absorbed, cooled, suppressed)
+    or the `Skip` reason of the rule that stopped the record. `health` is set when the record changed the
+    deployment's health state.
     """
 
-    disposition: str
+    disposition: Disposition | Skip
     cooldown: Cooldown | None = None
     health: HealthState | None = None
     suppressed: Cooldown | None = None
@@ -47,10 +48,10 @@ class Step:
     it to the ejection stage; the engine applies `eject` at once."""
 
 
-COUNTED = Step("counted")
-LATE = Step("late")
-DUPLICATE = Step("duplicate")
-IGNORED = Step("ignored")
+COUNTED = Step(Disposition.COUNTED)
+LATE = Step(Disposition.LATE)
+DUPLICATE = Step(Disposition.DUPLICATE)
+IGNORED = Step(Disposition.IGNORED)
 
 
 def _accept(o: Options, ps: PathState, event_id: str, ts: float) -> Step | None:
@@ -127,8 +128,8 @@ def step_outcome(policy: Policy, ps: PathState, rec: Outcome) -> Step:
     start, s, f = windows.counts(ps, ts, width)
     view = None if pod is None else windows.litellm_counts(pod, ts)
     verdict = decide(policy, entry, ps, failure, duration, Window(start, s, f), view)
-    if isinstance(verdict, str):
-        if not (verdict == "below_threshold" and ps.probation and _on_probation(o, ps, ts)):
+    if isinstance(verdict, Skip):
+        if not (verdict is Skip.BELOW_THRESHOLD and ps.probation and _on_probation(o, ps, ts)):
             return Step(verdict)
         verdict = Candidate("probation", duration, Window(start, s, f))  # X7.3
     step = _emit(o, entry, ps, verdict, rec, failure)
@@ -151,25 +152,23 @@ def _quota_step(policy: Policy, ps: PathState, rec: Outcome) -> Step:
     if reset is None:
         return COUNTED
     entry = policy.registry.get(rec.deployment_id)
-    if entry is None:
-        return Step("unknown_deployment")
-    if policy.router.disable_cooldowns:
-        return Step("disabled")
-    if entry.wildcard:
-        return Step("wildcard")
+    skip = gate(policy, entry, Failure(429, None, rec.ts), None)  # X6.3: G1, G4, G7 (a 429 passes the others)
+    if skip is not None:
+        return Step(skip)
+    assert entry is not None
     if policy.lone(entry.model_group):
-        return Step("lone_exempt")
+        return Step(Skip.LONE_EXEMPT)
     ts = rec.ts
     if reset > 0:
         duration = provider_capped(policy, reset)
     else:
         duration = request_duration(policy, entry, rec.cooldown_time, None, ts)
     if duration == 0:
-        return Step("zero_duration")
+        return Step(Skip.ZERO_DURATION)
     end = ps.end
     admitted = None if end is not None and ts + duration <= end else admit(o, ps, ts, duration, backoff=False)
     if admitted is None:  # never shorter than the cooldown in force, even with `recool: overwrite`
-        return Step("absorbed")
+        return Step(Disposition.ABSORBED)
     start, s, f = windows.counts(ps, ts, o.slot_width)
     final, until = admitted
     cooldown = build(
@@ -184,7 +183,7 @@ def _quota_step(policy: Policy, ps: PathState, rec: Outcome) -> Step:
         name=None,
         message=quota.message(rec),
     )
-    return Step("cooled", cooldown, candidate=ejection.enabled(o))
+    return Step(Disposition.COOLED, cooldown, candidate=ejection.enabled(o))
 
 
 def step_health(policy: Policy, ps: PathState, rec: Health) -> Step:
@@ -199,7 +198,7 @@ def step_health(policy: Policy, ps: PathState, rec: Health) -> Step:
             flip = transition(probe, rec, None if entry is None else entry.model_group)
     o = policy.options
     if rec.healthy or not o.health_cooldown:
-        return Step("probe", None, update, transition=flip)
+        return Step(Disposition.PROBE, None, update, transition=flip)
     stop = _accept(o, ps, rec.event_id, rec.ts)
     if stop is not None:
         return Step(stop.disposition, None, update, transition=flip)
@@ -209,7 +208,7 @@ def step_health(policy: Policy, ps: PathState, rec: Health) -> Step:
         return Step(skip, None, update, transition=flip)
     assert entry is not None
     verdict = decide(policy, entry, ps, failure, router_duration(policy), Window(rec.ts, 0, 1))
-    if isinstance(verdict, str):
+    if isinstance(verdict, Skip):
         return Step(verdict, None, update, transition=flip)
     step = _emit(o, entry, ps, Candidate("health_check", verdict.duration, verdict.window), rec, failure)
     return replace(step, health=update, transition=flip)
@@ -221,7 +220,7 @@ def _emit(
     """O9: backoff and re-cool on the path state, then the cooldown record (E3)."""
     admitted = admit(o, ps, rec.ts, candidate.duration)
     if admitted is None:
-        return Step("absorbed")
+        return Step(Disposition.ABSORBED)
     duration, until = admitted
     cooldown = build(
         entry,
@@ -235,7 +234,7 @@ def _emit(
         name=failure.name,
         message=rec.exception_message,
     )
-    return Step("cooled", cooldown, candidate=ejection.enabled(o))
+    return Step(Disposition.COOLED, cooldown, candidate=ejection.enabled(o))
 
 
 def eject(policy: Policy, active: ejection.GroupEjections, step: Step) -> Step:
@@ -246,7 +245,7 @@ def eject(policy: Policy, active: ejection.GroupEjections, step: Step) -> Step:
     cd = step.cooldown
     if cd is None or ejection.passes(policy, active, cd.deployment_id, cd.ts, cd.until):
         return replace(step, candidate=False)
-    return Step("suppressed", None, step.health, cd, step.transition)
+    return Step(Disposition.SUPPRESSED, None, step.health, cd, step.transition)
 
 
 class Engine:

@@ -24,7 +24,7 @@ from redis.exceptions import RedisError
 
 from coolant.config import Config, KafkaSettings, resolve_secret
 from coolant.connect import kafka_client_args, kafka_ssl_context, redis_problem
-from coolant.processors import HealthState, Policy, Step, eject, step_health, step_outcome
+from coolant.processors import Disposition, HealthState, Policy, Step, eject, step_health, step_outcome
 from coolant.processors.redact import redact
 from coolant.schemas import Cooldown, Health, HealthTransition, InvalidRecord, Outcome, Record, decode, encode
 from coolant.streams import admin_api, metrics
@@ -243,7 +243,7 @@ class Decider:
         if active is None:
             raw = self.ejection_table.get(group.encode())
             active = self._ejections[group] = {} if raw is None else orjson.loads(raw)
-        if eject(self.registry.policy, active, Step("cooled", cd, candidate=True)).cooldown is not None:
+        if eject(self.registry.policy, active, Step(Disposition.COOLED, cd, candidate=True)).cooldown is not None:
             self.cooldowns_metric.labels(group, cd.reason).inc()
             if not self.shadow:
                 metrics.cooled_down(cd)

@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from coolant.config import parse_config
-from coolant.processors import Engine, Policy, Step, eject, step_health, step_outcome
+from coolant.processors import Disposition, Engine, Policy, Skip, Step, eject, step_health, step_outcome
 from coolant.processors.state import PathState
 from coolant.schemas import Health, Outcome
 
@@ -70,3 +70,14 @@ def test_a_probe_flip_is_a_transition_with_the_registry_group() -> None:
     again = step_health(p, ps, Health(event_id="h2", ts=T0 + 1, deployment_id="d0", model_group="x", healthy=True))
     assert first.transition is not None and first.transition.model_group == "g" and first.transition.previous is None
     assert again.health is not None and again.transition is None  # a newer verdict, but the same: no flip
+
+
+def test_dispositions_keep_the_words_of_metrics_and_summaries() -> None:
+    """The enums name the values; the values themselves (metric labels, replay summary keys) never change."""
+    assert sorted(Disposition) == sorted(
+        ["counted", "late", "duplicate", "ignored", "probe", "absorbed", "cooled", "suppressed"])
+    assert sorted(Skip) == sorted(
+        ["unknown_deployment", "no_status", "excluded_type", "disabled", "zero_duration", "status_exempt", "wildcard",
+         "single_402", "lone_exempt", "below_threshold"])
+    step = step_outcome(policy(), PathState(), auth_error("e1", "nowhere", 1))
+    assert step.disposition is Skip.UNKNOWN_DEPLOYMENT and f"{step.disposition}" == "unknown_deployment"
