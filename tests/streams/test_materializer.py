@@ -89,22 +89,64 @@ def sink(r: Redis, prefix: str) -> RedisSink:
 # --- the pure rule ---------------------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize(
-    ("existing_end", "until", "now", "expected"),
-    [
-        (None, 110.0, 100.0, True),  # nothing there, still ahead
-        (None, 100.0, 100.0, False),  # ends exactly now: already over
-        (None, 99.0, 100.0, False),  # already passed
-        (105.0, 110.0, 100.0, True),  # replaces a shorter entry
-        (110.0, 110.0, 100.0, False),  # equal ends: keep what is there
-        (120.0, 110.0, 100.0, False),  # never shortened
-        (50.0, 110.0, 100.0, True),  # an expired leftover is replaced
-        (120.0, 90.0, 100.0, False),  # passed and shorter
-        (None, 100.000001, 100.0, True),  # a microsecond ahead still counts
-    ],
-)
+WRITE_RULE = [
+    (None, 110.0, 100.0, True),  # nothing there, still ahead
+    (None, 100.0, 100.0, False),  # ends exactly now: already over
+    (None, 99.0, 100.0, False),  # already passed
+    (105.0, 110.0, 100.0, True),  # replaces a shorter entry
+    (110.0, 110.0, 100.0, False),  # equal ends: keep what is there
+    (120.0, 110.0, 100.0, False),  # never shortened
+    (50.0, 110.0, 100.0, True),  # an expired leftover is replaced
+    (120.0, 90.0, 100.0, False),  # passed and shorter
+    (None, 100.000001, 100.0, True),  # a microsecond ahead still counts
+    (100.0, 110.0, 100.0, True),  # an entry ending just now is replaced
+    (90.0, 95.0, 100.0, False),  # passed, even over an older one
+]
+"""(existing entry's end or None, the cooldown's until, now, written?): the materialization rule (contract §4)."""
+
+
+@pytest.mark.parametrize(("existing_end", "until", "now", "expected"), WRITE_RULE)
 def test_should_write_truth_table(existing_end: float | None, until: float, now: float, expected: bool) -> None:
     assert should_write(existing_end, until, now) is expected
+
+
+def _on_redis_clock(row: tuple[float | None, float, float, bool], server_now: int) -> tuple[int | None, int]:
+    """The row's existing end and until moved onto the Redis server's clock, each relation of the row kept: a time
+    before `now` lands 1000 s or more in the past, one after it 1000 s or more ahead (the script reads TIME
+    while it runs, a little after `server_now`), one equal to it on `server_now` (over by then); two equal
+    times stay equal and the order of the two is kept. Whole seconds, so `timestamp + cooldown_time` is exact
+    in the script."""
+    existing, until, now, _ = row
+    times = sorted({t for t in (existing, until) if t is not None})
+
+    def moved(t: float) -> int:
+        if t == now:
+            return server_now
+        rank = times.index(t)
+        return server_now - 1000 - 10 * (len(times) - rank) if t < now else server_now + 1000 + 10 * rank
+
+    return (None if existing is None else moved(existing)), moved(until)
+
+
+@pytest.mark.parametrize("literal", [False, True], ids=["json-entry", "python-literal-entry"])
+async def test_the_lua_script_applies_should_write(r: Redis, prefix: str, literal: bool) -> None:
+    """Every row of `should_write`'s table through the script production runs (`RedisSink.write`), on a real
+    Redis and its clock; the entry in place is LiteLLM's JSON or its sync writer's Python literal."""
+    sink = RedisSink(r, prefix, publish=False)
+    server_now = int((await r.time())[0])
+    for i, row in enumerate(WRITE_RULE):
+        existing, until = _on_redis_clock(row, server_now)
+        assert should_write(existing, until, server_now) is row[3], row  # the move kept the row's answer
+        dep = f"lua-{i}"
+        if existing is not None:
+            fields = {"exception_received": "in force", "status_code": "429", "timestamp": float(existing - 30),
+                      "cooldown_time": 30}
+            value = repr(fields).encode() if literal else orjson.dumps(fields)
+            await r.set(cooldown_key(prefix, dep), value)
+        cd = make_cd(dep, ts=until - 20, duration=20)
+        assert await sink.write(cd) is row[3], f"row {row}: the script disagrees with should_write"
+        held = await r.get(cooldown_key(prefix, dep))
+        assert (held == litellm_value(cd)) is row[3], (row, held)
 
 
 def test_key_names() -> None:
@@ -344,12 +386,16 @@ async def test_write_with_retry_waits_for_redis(flaky_redis: _Server) -> None:
     errors: list[tuple[Exception, float]] = []
     cd = make_cd(ts=time.time(), duration=60)
     try:
-        task = asyncio.create_task(
-            sink.write_with_retry(cd, on_error=lambda e, d: errors.append((e, d)), max_backoff=0.4)
-        )
-        await asyncio.sleep(1.0)
-        assert not task.done()
-        assert errors, "on_error was not called while Redis was down"
+        retried = asyncio.Event()
+
+        def on_error(exc: Exception, delay: float) -> None:
+            errors.append((exc, delay))
+            if len(errors) >= 4:  # 0.1, 0.2, 0.4, 0.4: the backoff has reached its cap
+                retried.set()
+
+        task = asyncio.create_task(sink.write_with_retry(cd, on_error=on_error, max_backoff=0.4))
+        await asyncio.wait_for(retried.wait(), 30)
+        assert not task.done(), "the write gave up while Redis was down"
         await asyncio.to_thread(flaky_redis.start)
         assert await asyncio.wait_for(task, 20) is True
         assert await client.get(cooldown_key("retry:", "d1")) == litellm_value(cd)
