@@ -1,0 +1,240 @@
+"""The live shell in memory: the worker's real `Pipeline` over a fake consumer and producer, no broker.
+
+In the spirit of h11's `ConnectionPair` (tests wire a client and a server together in memory): what runs is the
+production code from the lanes on (lanes, batching, decoding and dead letters, the partition check, both
+deciders, the path stores and their flushes, acknowledgements, draining), through Faust's own `Topic.send`.
+Only the two objects that talk to a broker are replaced, at the seams Faust itself defines:
+- `MemoryProducer` stands for `app.producer`: `send(topic, key, value, partition, timestamp, headers)` returns
+  the future of the broker's acknowledgement. Every send is kept in order; `hold()` keeps the acknowledgements
+  back until `release()`, so a test can see what waits for durability.
+- `MemoryConsumer` stands for `app.consumer`: `ack(message)` is recorded and can be waited for.
+`MemoryWorker.deliver` does what the fast path's fetch loop does with an input message (`lane.put`), on the
+partition murmur2 gives the key, with increasing offsets. `recover` fills a new worker's tables from another's
+changelog sends, as Faust's recovery does. Both keep one event log (sends and acks, in order) to assert on.
+
+What needs a broker (rebalances, commits, recovery itself, Faust's agents over topics) stays in the broker tests.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections import defaultdict
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any
+
+import orjson
+
+from coolant.config import Config
+from coolant.probe.ownership import partition_of
+from coolant.streams.app import Pipeline, WorkerOptions
+from coolant.topics import Topics
+
+WAIT = 10.0
+"""Seconds any wait of the harness may take before it fails the test (each returns on an event, far sooner)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Sent:
+    topic: str
+    key: bytes | None
+    value: bytes | None
+    partition: int | None
+
+
+@dataclass(frozen=True, slots=True)
+class Message:
+    """What the consumer hands a lane: the fields of Faust's `Message` the shell reads."""
+
+    topic: str
+    partition: int
+    offset: int
+    key: bytes | None
+    value: bytes | None
+
+
+Event = tuple[str, str, bytes | None, int | None]
+"""("send", topic, key, partition) or ("ack", topic, key, partition), in the order they happened."""
+
+
+class Changed:
+    """An event that tests wait on until a condition over the harness's records holds."""
+
+    def __init__(self) -> None:
+        self._event = asyncio.Event()
+
+    def notify(self) -> None:
+        self._event.set()
+
+    async def until(self, condition: Any, what: str, timeout: float = WAIT) -> None:
+        async def wait() -> None:
+            while not condition():
+                self._event.clear()
+                await self._event.wait()
+
+        try:
+            await asyncio.wait_for(wait(), timeout)
+        except TimeoutError:
+            raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what}") from None
+
+
+class MemoryProducer:
+    def __init__(self, log: list[Event], changed: Changed) -> None:
+        self.log = log
+        self.changed = changed
+        self.sent: list[Sent] = []
+        self._held: list[asyncio.Future[None]] | None = None
+
+    async def maybe_start(self) -> None:
+        """Faust starts the producer on first use; there is nothing to start."""
+
+    async def send(self, topic: str, key: bytes | None, value: bytes | None, partition: int | None = None,
+                   timestamp: float | None = None, headers: Any = None) -> asyncio.Future[None]:
+        fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self.sent.append(Sent(topic, key, value, partition))
+        self.log.append(("send", topic, key, partition))
+        if self._held is None:
+            fut.set_result(None)
+        else:
+            self._held.append(fut)
+        self.changed.notify()
+        return fut
+
+    def hold(self) -> None:
+        """From now on, sends stay unacknowledged (not durable) until `release`."""
+        self._held = []
+
+    def release(self) -> None:
+        held, self._held = self._held or [], None
+        for fut in held:
+            fut.set_result(None)
+
+    @property
+    def held(self) -> int:
+        return len(self._held or ())
+
+    def on(self, topic: str) -> list[Sent]:
+        return [s for s in self.sent if s.topic == topic]
+
+
+class MemoryConsumer:
+    def __init__(self, log: list[Event], changed: Changed) -> None:
+        self.log = log
+        self.changed = changed
+        self.acked: list[Message] = []
+
+    def ack(self, message: Message) -> bool:
+        self.acked.append(message)
+        self.log.append(("ack", message.topic, message.key, message.partition))
+        self.changed.notify()
+        return True
+
+
+class MemoryWorker:
+    """One worker's `Pipeline` (fast path: lanes) wired to a `MemoryProducer` and a `MemoryConsumer`."""
+
+    def __init__(self, cfg: Config, *, app_id: str = "memory", partitions: int = 4, **options: Any) -> None:
+        opts = WorkerOptions(app_id=app_id, partitions=partitions, max_ts_ahead=1e9, **options)
+        self.pipeline = p = Pipeline(cfg, opts, sink=None)
+        assert p.fast, "the in-memory worker drives the lanes (the fast path)"
+        self.partitions = partitions
+        self.names = Topics(cfg.runtime.topic_prefix)
+        self.log: list[Event] = []
+        self.changed = Changed()
+        self.producer = p.app.producer = MemoryProducer(self.log, self.changed)
+        self.consumer = p.app.consumer = MemoryConsumer(self.log, self.changed)
+        p.routing.partitions = lambda topic: partitions  # what the consumer's cluster metadata would say
+        self._offsets: defaultdict[tuple[str, int], int] = defaultdict(int)
+        self._pumped: defaultdict[str, int] = defaultdict(int)
+        self._tasks: list[asyncio.Task[None]] = []
+        self.delivered = 0
+
+    async def __aenter__(self) -> MemoryWorker:
+        self.start()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.stop()
+
+    def start(self) -> None:
+        """The lanes' decider tasks, as `coolant worker` starts them (`app.task`)."""
+        p = self.pipeline
+        self._tasks = [asyncio.create_task(p._drive_outcomes()), asyncio.create_task(p._drive_health())]
+
+    async def stop(self) -> None:
+        """As on SIGTERM: let the batches in hand finish (`before_stop`), then end the tasks."""
+        await self.pipeline._drain()
+        for task in self._tasks:
+            task.cancel()
+        for task in self._tasks:
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+        self._tasks = []
+
+    async def deliver(self, topic: str, records: Iterable[bytes | tuple[bytes | None, bytes | None]],
+                      partition: int | None = None) -> list[Message]:
+        """Hand records to the topic's lane as the consumer's fetch loop does. A record is its value (keyed by its
+        deployment id, as publishers key them) or (key, value); it lands on murmur2's partition for its key unless
+        `partition` says otherwise."""
+        lane = self.pipeline.lanes[topic]
+        out = []
+        for rec in records:
+            key, value = rec if isinstance(rec, tuple) else (_deployment_key(rec), rec)
+            part = partition if partition is not None else partition_of((key or b"").decode(), self.partitions)
+            offset = self._offsets[topic, part]
+            self._offsets[topic, part] = offset + 1
+            message = Message(topic, part, offset, key, value)
+            await lane.put(message)
+            out.append(message)
+        self.delivered += len(out)
+        return out
+
+    async def pump(self, topic: str) -> list[Message]:
+        """Deliver what this worker itself sent to an input topic (re-published records), as the broker would."""
+        fresh = self.producer.on(topic)[self._pumped[topic]:]
+        self._pumped[topic] += len(fresh)
+        out = []
+        for s in fresh:
+            out += await self.deliver(topic, [(s.key, s.value)], partition=s.partition)
+        return out
+
+    async def settled(self, what: str = "every delivered record acknowledged") -> None:
+        """Until every record delivered so far is acknowledged (the batches holding them decided and durable)."""
+        await self.changed.until(lambda: len(self.consumer.acked) >= self.delivered, what)
+
+    def recover(self, other: MemoryWorker) -> None:
+        """Fill this worker's tables from the changelog records `other` sent (Faust's recovery, in memory)."""
+        for table in self.pipeline.app.tables.values():
+            changelog = table.changelog_topic.get_topic_name()
+            for s in other.producer.on(changelog):
+                if s.value is None:
+                    table.data.pop(s.key, None)
+                else:
+                    table.data[s.key] = s.value
+
+    @property
+    def state_changelog(self) -> str:
+        """The changelog topic of the enforced decider's request-path states."""
+        return str(self.pipeline.enforced.request_store.state_table.changelog_topic.get_topic_name())
+
+    def partition(self, deployment_id: str) -> int:
+        """The input partition a deployment's records belong on (murmur2, as the publishers' partitioner)."""
+        return partition_of(deployment_id, self.partitions)
+
+    def records(self, topic: str) -> list[dict[str, Any]]:
+        """The decoded values this worker sent to `topic`, in order."""
+        return [orjson.loads(s.value) for s in self.producer.on(topic) if s.value is not None]
+
+    def index(self, kind: str, topic: str, key: bytes | None = None) -> list[int]:
+        """Positions in the event log of the sends or acks (`kind`) on `topic` (for `key`, if given)."""
+        return [i for i, (k, t, ky, _) in enumerate(self.log) if k == kind and t == topic and key in (None, ky)]
+
+
+def _deployment_key(value: bytes) -> bytes | None:
+    try:
+        d = orjson.loads(value)
+    except orjson.JSONDecodeError:
+        return None
+    dep = d.get("deployment_id") if isinstance(d, dict) else None
+    return dep.encode() if isinstance(dep, str) else None
