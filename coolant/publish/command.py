@@ -18,7 +18,7 @@ import asyncio
 import re
 import time
 from collections import Counter
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Annotated, Any
@@ -104,6 +104,9 @@ async def publish_lines(
     wait: bool = True,
     on_record: Callable[[int], None] | None = None,
     on_invalid: Callable[[str], None] | None = None,
+    monotonic: Callable[[], float] = time.monotonic,
+    wall: Callable[[], float] = time.time,
+    sleep: Callable[[float], Awaitable[object]] = asyncio.sleep,
 ) -> PublishSummary:
     """Send every valid input record of `lines` to its topic, keyed by deployment_id, in file order.
 
@@ -111,11 +114,12 @@ async def publish_lines(
     written (unknown fields kept); with `retime` every `ts` is shifted so the first record's is now,
     and unless `wait` is False records are sent when their shifted time comes, `speed` times faster
     than recorded (timestamps keep their spacing). `rate` caps records per second. Invalid lines
-    and cooldown records (outputs, not inputs) are counted and reported, never sent.
+    and cooldown records (outputs, not inputs) are counted and reported, never sent. The pacing reads
+    `monotonic` and `wall` and waits with `sleep` (tests pass a simulated clock).
     """
     summary = PublishSummary()
     outstanding: set[asyncio.Future[Any]] = set()
-    started = time.monotonic()
+    started = monotonic()
     first_ts: float | None = None
     shift = paced_from = 0.0
     sent = 0
@@ -148,16 +152,16 @@ async def publish_lines(
         if retime and not isinstance(rec, DeploymentRecord):
             if first_ts is None:
                 first_ts = rec.ts
-                shift = time.time() - first_ts
-                paced_from = time.monotonic()
+                shift = wall() - first_ts
+                paced_from = monotonic()
             obj = orjson.loads(value)
             obj["ts"] = rec.ts + shift
             value = orjson.dumps(obj)
             if wait:
                 due = max(due, paced_from + (rec.ts - first_ts) / speed)
-        delay = due - time.monotonic()
+        delay = due - monotonic()
         if delay > 0.001:
-            await asyncio.sleep(delay)
+            await sleep(delay)
         topic = route(rec, topics)
         fut = await producer.send(topic, value, key=rec.deployment_id.encode())
         outstanding.add(fut)
@@ -168,7 +172,7 @@ async def publish_lines(
     if outstanding:
         await asyncio.wait(set(outstanding))
     await asyncio.sleep(0)  # run the last done callbacks
-    summary.seconds = time.monotonic() - started
+    summary.seconds = monotonic() - started
     return summary
 
 

@@ -9,25 +9,43 @@ import asyncio
 import itertools
 import time
 
+import pytest
+from aiokafka import AIOKafkaProducer
+
 from coolant.publish import Publisher, PublisherStats
+from coolant.publish import publisher as publisher_module
 from coolant.schemas import encode
 from coolant.topics import Topics
 from tests.publish.conftest import SpareKafka, consume, outcome, wait_until
 
 
-async def test_publish_while_kafka_is_down_then_resume(spare_kafka: SpareKafka, prefix: str) -> None:
+async def test_publish_while_kafka_is_down_then_resume(
+    spare_kafka: SpareKafka, prefix: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    events: list[tuple[str, float]] = []
+    """("attempt" | "tick", when), in the order they happened on the event loop."""
+
+    class Watched(AIOKafkaProducer):
+        async def start(self) -> None:
+            events.append(("attempt", time.monotonic()))
+            await super().start()
+
+    monkeypatch.setattr(publisher_module, "AIOKafkaProducer", Watched)
+
+    def attempts() -> int:
+        return sum(1 for kind, _ in events if kind == "attempt")
+
     pub = Publisher(spare_kafka.bootstrap, topic_prefix=prefix, max_buffer=600, reconnect_backoff=(0.2, 1.0))
     await pub.start()
-    ticks: list[float] = []
 
     async def ticker() -> None:
         while True:
-            ticks.append(time.monotonic())
+            events.append(("tick", time.monotonic()))
             await asyncio.sleep(0.01)
 
     tick_task = asyncio.create_task(ticker())
     try:
-        await asyncio.sleep(0.5)  # a few failed connection attempts first
+        await wait_until(lambda: attempts() >= 2, 30, "a few failed connection attempts first")
         records = [outcome(i, deployment=f"dep-{i % 7}") for i in range(1000)]
         durations = []
         t0 = time.perf_counter()
@@ -40,16 +58,19 @@ async def test_publish_while_kafka_is_down_then_resume(spare_kafka: SpareKafka, 
             f"\nKafka down: 1000 publish() calls took {total * 1000:.2f} ms in total "
             f"(mean {total * 1e6 / 1000:.1f} us, max {max(durations) * 1e6:.1f} us)"
         )
-        assert total < 1.0
         assert pub.stats == PublisherStats(dropped_unavailable=400, buffered=600)
         assert not pub.connected
 
-        # the event loop keeps running while the publisher retries in the background
-        ticks.clear()
-        await asyncio.sleep(1.5)
+        # the event loop keeps running while the publisher retries in the background: the ticker runs between
+        # any two connection attempts (the latency figure is printed, not asserted)
+        start = len(events)
+        want = attempts() + 3
+        await wait_until(lambda: attempts() >= want, 30, "three more connection attempts")
+        kinds = "".join("a" if kind == "attempt" else "t" for kind, _ in events[start:])
+        assert "aa" not in kinds, f"connection attempts with no tick of the loop between them: {kinds}"
+        ticks = [t for kind, t in events[start:] if kind == "tick"]
         gaps = [b - a for a, b in itertools.pairwise(ticks)]
-        print(f"ticker: {len(ticks)} ticks in 1.5 s, largest gap {max(gaps) * 1000:.1f} ms")
-        assert len(ticks) > 50 and max(gaps) < 0.5
+        print(f"ticker: {len(ticks)} ticks over 3 connection attempts, largest gap {max(gaps) * 1000:.1f} ms")
 
         started_in = spare_kafka.start()
         waited = await wait_until(lambda: pub.stats.sent == 600, 60, "the buffered records to be sent")
