@@ -174,8 +174,11 @@ async def test_three_probers_once_per_round_and_takeover_after_sigkill(
         takeover_round = round_of(takeover_time, INTERVAL)
         for _ in range(4):  # four full rounds after the takeover
             last_round = await sleep_to_mid_round()
-        fleet.stop_all()
-        await asyncio.sleep(2)  # the last records reach the collector
+        fleet.stop_all()  # the probers flush what they published before they exit
+        assert consumer is not None
+        parts = list(consumer.assignment())
+        published = sum((await consumer.end_offsets(parts)).values())
+        await wait_for(lambda: len(records) >= published, 30, f"the collector to read all {published} records")
     finally:
         fleet.stop_all()
         collector.cancel()
