@@ -54,7 +54,7 @@ sys.path.insert(0, str(ROOT))
 import litellm  # noqa: E402
 from litellm.integrations.custom_logger import CustomLogger  # noqa: E402
 
-from coolant.config import parse_config  # noqa: E402
+from coolant.config.loader import parse_config  # noqa: E402
 from coolant.integrations.litellm import CoolantCallback  # noqa: E402
 from coolant.publish import Publisher  # noqa: E402
 from tests.integration.harness import Worker, create_topics, delete_redis_keys, delete_topics  # noqa: E402

@@ -50,7 +50,7 @@ sys.path.insert(0, str(ROOT / "tests" / "litellm"))
 import litellm  # noqa: E402
 from support_litellm import MESSAGES, FakeOpenAI, deployment  # noqa: E402
 
-from coolant.config import load_config  # noqa: E402
+from coolant.config.loader import load_config  # noqa: E402
 from coolant.integrations.litellm import CoolantCallback  # noqa: E402
 from coolant.processors import Engine  # noqa: E402
 from coolant.schemas import Outcome, decode, encode  # noqa: E402

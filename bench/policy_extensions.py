@@ -40,7 +40,7 @@ from typing import Any
 import orjson
 import yaml
 
-from coolant.config import parse_config
+from coolant.config.loader import parse_config
 from coolant.simulate import (
     AgentLoad,
     EngineCooldowns,

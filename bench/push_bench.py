@@ -48,7 +48,7 @@ import litellm  # noqa: E402
 import redis.asyncio as redis_asyncio  # noqa: E402
 from litellm.integrations.custom_logger import CustomLogger  # noqa: E402
 
-from coolant.config import parse_config  # noqa: E402
+from coolant.config.loader import parse_config  # noqa: E402
 from coolant.integrations.litellm import CoolantCallback  # noqa: E402
 from coolant.integrations.litellm_cooldowns import LocalCooldowns, local_cooldowns  # noqa: E402
 

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import orjson
 
-from coolant.config import load_config
+from coolant.config.loader import load_config
 from coolant.replay import replay
 from coolant.schemas import Cooldown
 from coolant.sources import read_blocks, read_lines

@@ -13,7 +13,7 @@ import typer
 from rich.console import Console
 from rich.progress import BarColumn, DownloadColumn, Progress, TimeRemainingColumn, TransferSpeedColumn
 
-from coolant.config import Config, ConfigError, load_config
+from coolant.config.loader import Config, ConfigError, load_config
 from coolant.connect import ConnectConfig, ConnectionFailed, redis_client, redis_problem, runtime_settings, safe_url
 from coolant.replay import replay
 from coolant.report import render_summary

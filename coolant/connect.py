@@ -21,7 +21,7 @@ from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 import typer
 
-from coolant.config import (
+from coolant.config.loader import (
     SASL_MECHANISMS,
     SECURITY_PROTOCOLS,
     ConfigError,

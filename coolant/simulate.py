@@ -685,7 +685,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         write_litellm_config(scenario, args.config_out, cooldown_time=args.cooldown_time)
     oracle = None
     if args.cooldown_aware:
-        from coolant.config import parse_config
+        from coolant.config.loader import parse_config
 
         oracle = EngineCooldowns(parse_config(config, "<simulated>").policy)
     stats = SimStats()

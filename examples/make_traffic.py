@@ -10,7 +10,7 @@ from pathlib import Path
 
 import orjson
 
-from coolant.config import load_config
+from coolant.config.loader import load_config
 from coolant.schemas import from_dict, to_dict
 from coolant.simulate import EngineCooldowns, s1, simulate
 

@@ -12,7 +12,7 @@ import yaml
 from hypothesis import given
 from hypothesis import strategies as st
 
-from coolant.config import (
+from coolant.config.loader import (
     DEFAULT_KAFKA_BOOTSTRAP,
     DEFAULT_REDIS_URL,
     Config,

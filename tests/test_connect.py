@@ -9,7 +9,7 @@ import pytest
 from aiokafka.errors import KafkaConnectionError
 from redis.exceptions import AuthenticationError, ConnectionError, ResponseError
 
-from coolant.config import ConfigError, KafkaSettings, RedisSettings, parse_config
+from coolant.config.loader import ConfigError, KafkaSettings, RedisSettings, parse_config
 from coolant.connect import KafkaDiagnosis, kafka_client_args, kafka_problem, redis_client, redis_problem, safe_url
 
 SECRET = "hunter2-secret"

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from coolant.config import parse_config
+from coolant.config.loader import parse_config
 from coolant.processors import step_health
 from coolant.processors.health import transition, transition_id
 from coolant.processors.state import HealthState, PathState

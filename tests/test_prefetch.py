@@ -15,7 +15,7 @@ from test_properties import SETTINGS, Case, cases
 from vectors_support import T0
 
 from coolant import schemas
-from coolant.config import parse_config
+from coolant.config.loader import parse_config
 from coolant.processors import Engine, Policy
 from coolant.processors.prefetch import prefetch
 from coolant.schemas import Cooldown, Outcome

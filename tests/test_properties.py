@@ -5,7 +5,7 @@ statuses from {None, 200, 400, 401, 402, 403, 404, 408, 409, 429, 500, 502, 503}
 increasing with small out-of-order jitter and rare large jumps (late records), some Retry-After
 and record cooldown_time values, some pre-call checks and non-final attempts, some duplicate
 event_ids. Configs: a handful of router/coolant presets plus per-deployment model_info settings,
-all built through `coolant.config.parse_config` like a user's YAML.
+all built through `coolant.config.loader.parse_config` like a user's YAML.
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from hypothesis import strategies as st
 from vectors_support import STATUS_CLASS, T0, cooldown_json
 
 from coolant import schemas
-from coolant.config import parse_config
+from coolant.config.loader import parse_config
 from coolant.processors import Engine, Policy, Step, windows
 from coolant.processors.state import PathState
 

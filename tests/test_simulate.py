@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from coolant.config import load_config, parse_config
+from coolant.config.loader import load_config, parse_config
 from coolant.processors import Engine, Policy
 from coolant.schemas import Outcome, decode, encode
 from coolant.simulate import (

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from coolant import schemas
-from coolant.config import parse_config
+from coolant.config.loader import parse_config
 from coolant.processors import Engine, HealthState, Step
 from coolant.schemas import Cooldown, Health, Outcome
 from coolant.schemas.types import DURATION_MAX

@@ -28,7 +28,7 @@ from coolant.alerts.alerter import Alerter, AlertOptions, AlertStats
 from coolant.alerts.retry import RetryPolicy
 from coolant.alerts.slack import Payload
 from coolant.alerts.webhook import Webhook, redact
-from coolant.config import DEFAULT_KAFKA_BOOTSTRAP, ConfigError, KafkaSettings
+from coolant.config.loader import DEFAULT_KAFKA_BOOTSTRAP, ConfigError, KafkaSettings
 from coolant.connect import ConnectConfig, KafkaDiagnosis, kafka_problem, kafka_settings
 from coolant.schemas import Cooldown, HealthTransition
 from coolant.terminal import fail, say

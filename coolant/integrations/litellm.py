@@ -818,7 +818,7 @@ def _resolve_fast(policy: Policy | None, config: str | os.PathLike[str] | None, 
     if policy is None:
         path = config if config is not None else (os.environ.get(ENV_CONFIG, "").strip() or None)
         if path is not None:
-            from coolant.config import load_config  # only pods that use the fast path read a config
+            from coolant.config.loader import load_config  # only pods that use the fast path read a config
 
             try:
                 loaded = load_config(Path(path))

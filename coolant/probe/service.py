@@ -30,7 +30,7 @@ from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, ConsumerRebalanceListen
 from aiokafka.errors import CommitFailedError, KafkaError
 from redis.exceptions import RedisError
 
-from coolant.config import ConfigError, RedisSettings
+from coolant.config.loader import ConfigError, RedisSettings
 from coolant.connect import redis_client
 from coolant.probe.classify import ProbeResult, classify
 from coolant.probe.http import Engine, HttpProber, LiteLLMProber, Unsupported

@@ -1,9 +1,9 @@
 """What to probe: the deployments of a LiteLLM config, with what a probe call needs (pure, no secrets resolved).
 
-`coolant.config.load_config` validates the file and derives the ids exactly as the routers do; its registry
+`coolant.config.loader.load_config` validates the file and derives the ids exactly as the routers do; its registry
 keeps only policy fields, so the `litellm_params` a probe needs are read here from the same model_list, in the
 same order (the registry preserves it). `api_key` stays an unresolved `os.environ/NAME` reference until the
-probe call (`coolant.config.resolve_secret`), and never appears in a repr.
+probe call (`coolant.config.loader.resolve_secret`), and never appears in a repr.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from typing import Any
 
 import yaml
 
-from coolant.config import Config, load_config
+from coolant.config.loader import Config, load_config
 
 __all__ = ["Target", "load_targets", "targets_from"]
 

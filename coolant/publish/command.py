@@ -30,7 +30,7 @@ from aiokafka.admin import AIOKafkaAdminClient
 from aiokafka.errors import KafkaError
 from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TimeElapsedColumn
 
-from coolant.config import DEFAULT_KAFKA_BOOTSTRAP, Config, ConfigError, load_config
+from coolant.config.loader import DEFAULT_KAFKA_BOOTSTRAP, Config, ConfigError, load_config
 from coolant.connect import ConnectConfig, KafkaDiagnosis, kafka_client_args, kafka_problem, kafka_settings
 from coolant.processors.policy import POLICY_KEY_SUFFIX
 from coolant.publish.publisher import route

@@ -13,7 +13,7 @@ from typing import Any
 
 from aiokafka import AIOKafkaConsumer
 
-from coolant.config import entry_from_record
+from coolant.config.loader import entry_from_record
 from coolant.processors import Policy
 from coolant.schemas import DeploymentRecord, InvalidRecord, decode
 from coolant.streams import metrics

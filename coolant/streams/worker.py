@@ -16,7 +16,7 @@ from aiokafka.errors import KafkaError
 from redis.asyncio.retry import Retry
 from redis.backoff import NoBackoff
 
-from coolant.config import Config, ConfigError, load_config
+from coolant.config.loader import Config, ConfigError, load_config
 from coolant.connect import ConnectionFailed, KafkaDiagnosis, kafka_problem, redis_client
 from coolant.streams import metrics
 from coolant.streams.admin import ensure_topics

@@ -23,7 +23,7 @@ from pathlib import Path
 
 import yaml
 
-from coolant.config import parse_config
+from coolant.config.loader import parse_config
 from coolant.schemas import encode
 from coolant.simulate import AgentLoad, EngineCooldowns, SimStats, litellm_config, s1, simulate
 

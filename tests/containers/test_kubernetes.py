@@ -18,7 +18,7 @@ import yaml
 from typer.main import get_command
 
 from coolant.cli import app
-from coolant.config import load_config, resolve_secret
+from coolant.config.loader import load_config, resolve_secret
 from coolant.probe.metrics import ProbeMetrics
 from tests.containers_support import free_port
 from tests.integration.harness import Case

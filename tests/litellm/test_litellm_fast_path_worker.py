@@ -21,7 +21,7 @@ from support_litellm import MESSAGES, deployment
 
 litellm = pytest.importorskip("litellm")
 
-from coolant.config import load_config  # noqa: E402
+from coolant.config.loader import load_config  # noqa: E402
 from coolant.integrations.litellm import CoolantCallback  # noqa: E402
 from coolant.processors.prefetch import prefetch  # noqa: E402
 from coolant.schemas import Outcome  # noqa: E402

@@ -29,7 +29,7 @@ from support_litellm import MESSAGES, deployment
 
 litellm = pytest.importorskip("litellm")
 
-from coolant.config import parse_config  # noqa: E402
+from coolant.config.loader import parse_config  # noqa: E402
 from coolant.integrations.litellm import CoolantCallback  # noqa: E402
 from coolant.integrations.litellm_cooldowns import local_cooldowns  # noqa: E402
 from coolant.processors.prefetch import prefetch  # noqa: E402

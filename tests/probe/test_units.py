@@ -8,7 +8,7 @@ import orjson
 import pytest
 from aiokafka.partitioner import DefaultPartitioner
 
-from coolant.config import parse_config
+from coolant.config.loader import parse_config
 from coolant.probe.classify import MAX_MESSAGE, ProbeResult, classify, exception_name, scrub
 from coolant.probe.http import Unsupported, openai_request
 from coolant.probe.ownership import (

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from coolant.config import parse_config
+from coolant.config.loader import parse_config
 from coolant.processors import Disposition, Engine, Policy, Skip, Step, eject, step_health, step_outcome
 from coolant.processors.state import PathState
 from coolant.schemas import Health, Outcome

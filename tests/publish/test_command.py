@@ -22,7 +22,7 @@ from aiokafka.admin import AIOKafkaAdminClient
 from aiokafka.admin.config_resource import ConfigResource, ConfigResourceType
 from typer.testing import CliRunner, Result
 
-from coolant.config import entry_from_record, load_config
+from coolant.config.loader import entry_from_record, load_config
 from coolant.publish.command import (
     PublishSummary,
     deployment_records,

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 from jsonschema import Draft202012Validator
 
-from coolant.config import parse_config
+from coolant.config.loader import parse_config
 from coolant.publish.command import deployment_records
 from coolant.schemas import InvalidRecord, decode, encode
 from coolant.schemas.jsonschema import DEFAULT_DIR, RECORDS, file_name, generate, main, render

@@ -26,7 +26,7 @@ from typing import Any
 
 import orjson
 
-from coolant.config import Config
+from coolant.config.loader import Config
 from coolant.probe.ownership import partition_of
 from coolant.streams.app import Pipeline, WorkerOptions
 from coolant.topics import Topics

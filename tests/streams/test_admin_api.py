@@ -9,7 +9,7 @@ import orjson
 import pytest
 import yaml
 
-from coolant.config import parse_config
+from coolant.config.loader import parse_config
 from coolant.processors.policy import Policy
 from coolant.processors.state import HealthState, PathState
 from coolant.schemas import Cooldown, Window, decode, encode

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from coolant.config import load_config
+from coolant.config.loader import load_config
 from coolant.streams import faust_adapter
 from coolant.streams.app import Pipeline, WorkerOptions
 

@@ -11,7 +11,7 @@ from pathlib import Path
 import orjson
 import pytest
 
-from coolant.config import Config, load_config
+from coolant.config.loader import Config, load_config
 from coolant.processors import Engine
 from coolant.schemas import Cooldown, HealthTransition, InvalidRecord, decode, encode
 from coolant.streams import metrics

@@ -11,7 +11,7 @@ from typing import Any
 
 import orjson
 
-from coolant.config import load_config
+from coolant.config.loader import load_config
 from coolant.processors import step_outcome
 from coolant.processors.state import PathState
 from coolant.schemas import Outcome, decode

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import redis.asyncio as redis_asyncio
 
-from coolant.config import RedisSettings
+from coolant.config.loader import RedisSettings
 from coolant.connect import redis_client
 
 

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from coolant.config import ConfigError, load_config
+from coolant.config.loader import ConfigError, load_config
 from coolant.streams.app import Pipeline, WorkerOptions
 from coolant.streams.worker import FAUST_ENV_SET_BY_COOLANT, drop_conflicting_env
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 
-from coolant.config import parse_config
+from coolant.config.loader import parse_config
 from coolant.tuning.grid import GridPoint
 from coolant.tuning.metrics import DeploymentTraffic, PolicyFigures
 from coolant.tuning.report import OBJECTIVES, Result, csv_text, pareto_front, rank

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from coolant.config import parse_config
+from coolant.config.loader import parse_config
 from coolant.processors.policy import Policy
 from coolant.schemas import Health, Outcome, encode
 from coolant.sources import Line

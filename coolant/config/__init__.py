@@ -1,0 +1,1 @@
+"""Configuration: the LiteLLM proxy YAML read into a `Policy` and runtime settings (`loader`)."""
