@@ -41,7 +41,8 @@ import orjson
 import yaml
 
 from coolant.config.loader import parse_config
-from coolant.simulate import (
+from coolant.io.sources import read_lines
+from coolant.sim.simulate import (
     AgentLoad,
     EngineCooldowns,
     PodEngineCooldowns,
@@ -52,7 +53,6 @@ from coolant.simulate import (
     s2_sparse,
     simulate,
 )
-from coolant.sources import read_lines
 from coolant.tuning.runner import evaluate
 from coolant.tuning.traffic import load_recording
 

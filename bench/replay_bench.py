@@ -21,9 +21,9 @@ from pathlib import Path
 import orjson
 
 from coolant.config.loader import load_config
-from coolant.replay import replay
+from coolant.io.sources import read_blocks, read_lines
+from coolant.replay.run import replay
 from coolant.schemas import Cooldown
-from coolant.sources import read_blocks, read_lines
 
 OUT = Path(__file__).parent / "out"
 

@@ -25,7 +25,7 @@ from pathlib import Path
 import yaml
 
 from coolant.config.loader import load_config
-from coolant.sources import read_lines
+from coolant.io.sources import read_lines
 from coolant.tuning.grid import build_grid, parse_axis
 from coolant.tuning.runner import GridRun, default_jobs
 from coolant.tuning.traffic import load_recording

@@ -14,12 +14,12 @@ from rich.console import Console
 from rich.progress import BarColumn, DownloadColumn, Progress, TimeRemainingColumn, TransferSpeedColumn
 
 from coolant.config.loader import Config, ConfigError, load_config
-from coolant.connect import ConnectConfig, ConnectionFailed, redis_client, redis_problem, runtime_settings, safe_url
-from coolant.replay import replay
-from coolant.report import render_summary
+from coolant.io.connect import ConnectConfig, ConnectionFailed, redis_client, redis_problem, runtime_settings, safe_url
+from coolant.io.sources import SourceError, check_readable, read_blocks, total_size
+from coolant.io.terminal import err, fail
+from coolant.replay.report import render_summary
+from coolant.replay.run import replay
 from coolant.schemas import Cooldown, HealthTransition, encode
-from coolant.sources import SourceError, check_readable, read_blocks, total_size
-from coolant.terminal import err, fail
 
 PROGRESS_MIN_BYTES = 4 * 1024 * 1024
 
@@ -324,7 +324,7 @@ def demo_command(
     Needs Kafka and Redis (`scripts/demo` starts both). Shows cooldowns appearing in Redis and
     expiring, then stops the worker it started. Exit 0 when cooldowns were emitted and expired.
     """
-    from coolant.demo import run_demo
+    from coolant.sim.demo import run_demo
 
     raise typer.Exit(run_demo(Console(), bootstrap, redis_url, minutes, seed))
 

@@ -2,7 +2,7 @@
 
     .venv/bin/python examples/make_traffic.py   # rewrites examples/traffic.jsonl
 
-Section A comes from coolant.simulate, so it changes if the simulator does; then regenerate the
+Section A comes from coolant.sim.simulate, so it changes if the simulator does; then regenerate the
 golden output too (see tests/cli/test_replay.py).
 """
 
@@ -12,7 +12,7 @@ import orjson
 
 from coolant.config.loader import load_config
 from coolant.schemas import from_dict, to_dict
-from coolant.simulate import EngineCooldowns, s1, simulate
+from coolant.sim.simulate import EngineCooldowns, s1, simulate
 
 HERE = Path(__file__).resolve().parent
 

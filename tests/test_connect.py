@@ -1,4 +1,4 @@
-"""coolant.connect: one way to connect for every command; errors name the setting, never a secret (issue 16 §5)."""
+"""coolant.io.connect: one way to connect for every command; errors name the setting, never a secret (issue 16 §5)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from aiokafka.errors import KafkaConnectionError
 from redis.exceptions import AuthenticationError, ConnectionError, ResponseError
 
 from coolant.config.loader import ConfigError, KafkaSettings, RedisSettings, parse_config
-from coolant.connect import KafkaDiagnosis, kafka_client_args, kafka_problem, redis_client, redis_problem, safe_url
+from coolant.io.connect import KafkaDiagnosis, kafka_client_args, kafka_problem, redis_client, redis_problem, safe_url
 
 SECRET = "hunter2-secret"
 

@@ -1,4 +1,4 @@
-"""coolant.simulate: determinism, valid records, and scenario S1's properties (rate-limit flapping)."""
+"""coolant.sim.simulate: determinism, valid records, and scenario S1's properties (rate-limit flapping)."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ import pytest
 from coolant.config.loader import load_config, parse_config
 from coolant.processors import Engine, Policy
 from coolant.schemas import Outcome, decode, encode
-from coolant.simulate import (
+from coolant.sim.simulate import (
     DEFAULT_START_TS,
     AgentLoad,
     EngineCooldowns,
@@ -269,7 +269,7 @@ def test_module_entry_point(tmp_path: Path) -> None:
         [
             sys.executable,
             "-m",
-            "coolant.simulate",
+            "coolant.sim.simulate",
             "--minutes",
             "2",
             "--seed",

@@ -7,8 +7,8 @@ import io
 
 from rich.console import Console
 
-from coolant.replay import ReplaySummary
-from coolant.report import render_summary
+from coolant.replay.report import render_summary
+from coolant.replay.run import ReplaySummary
 from coolant.status import ActiveCooldown, render
 
 IDS = ("gemini-flash-free-tier-key-number-1", "gemini-flash-free-tier-key-number-2")

@@ -29,9 +29,9 @@ from coolant.alerts.retry import RetryPolicy
 from coolant.alerts.slack import Payload
 from coolant.alerts.webhook import Webhook, redact
 from coolant.config.loader import DEFAULT_KAFKA_BOOTSTRAP, ConfigError, KafkaSettings
-from coolant.connect import ConnectConfig, KafkaDiagnosis, kafka_problem, kafka_settings
+from coolant.io.connect import ConnectConfig, KafkaDiagnosis, kafka_problem, kafka_settings
+from coolant.io.terminal import fail, say
 from coolant.schemas import Cooldown, HealthTransition
-from coolant.terminal import fail, say
 
 __all__ = ["alerts_command", "tail_command"]
 

@@ -16,8 +16,8 @@ from typing import Any
 
 from aiokafka import AIOKafkaConsumer, ConsumerRebalanceListener, TopicPartition
 
+from coolant.io.admin import create_missing
 from coolant.schemas import InvalidRecord, Record, decode
-from coolant.streams.admin import create_missing
 from coolant.topics import Topics
 
 log = logging.getLogger(__name__)

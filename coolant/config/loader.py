@@ -106,7 +106,7 @@ class KafkaSettings:
     """aiokafka connection settings; any string may be an unresolved `os.environ/NAME`.
 
     What a config's `coolant.kafka` does not set comes from `COOLANT_KAFKA_*` variables, so every command
-    (with or without a config) connects to a secured cluster the same way (`coolant.connect`).
+    (with or without a config) connects to a secured cluster the same way (`coolant.io.connect`).
     """
 
     bootstrap_servers: str = field(default_factory=_env_kafka_bootstrap)

@@ -82,7 +82,7 @@ def probe_command(
     """
     from dataclasses import replace
 
-    from coolant.connect import ConnectionFailed, kafka_client_args, kafka_preflight, redis_preflight
+    from coolant.io.connect import ConnectionFailed, kafka_client_args, kafka_preflight, redis_preflight
     from coolant.probe.service import Prober, ProbeSettings
 
     if engine not in ("http", "litellm", "auto"):

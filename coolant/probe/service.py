@@ -31,7 +31,8 @@ from aiokafka.errors import CommitFailedError, KafkaError
 from redis.exceptions import RedisError
 
 from coolant.config.loader import ConfigError, RedisSettings
-from coolant.connect import redis_client
+from coolant.io.admin import create_missing
+from coolant.io.connect import redis_client
 from coolant.probe.classify import ProbeResult, classify
 from coolant.probe.http import Engine, HttpProber, LiteLLMProber, Unsupported
 from coolant.probe.ownership import due_partitions, owned_deployments, round_of, round_start
@@ -39,7 +40,6 @@ from coolant.probe.results import entry_value
 from coolant.probe.store import merge_results
 from coolant.probe.targets import Target
 from coolant.schemas import Health, encode
-from coolant.streams.admin import create_missing
 from coolant.topics import Topics
 
 __all__ = ["ProbeSettings", "Prober", "RoundReport"]

@@ -31,13 +31,13 @@ from aiokafka.errors import KafkaError
 from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TimeElapsedColumn
 
 from coolant.config.loader import DEFAULT_KAFKA_BOOTSTRAP, Config, ConfigError, load_config
-from coolant.connect import ConnectConfig, KafkaDiagnosis, kafka_client_args, kafka_problem, kafka_settings
+from coolant.io.admin import create_missing
+from coolant.io.connect import ConnectConfig, KafkaDiagnosis, kafka_client_args, kafka_problem, kafka_settings
+from coolant.io.sources import Line, SourceError, check_readable, read_lines, total_size
+from coolant.io.terminal import err, fail, say
 from coolant.processors.policy import POLICY_KEY_SUFFIX
 from coolant.publish.publisher import route
 from coolant.schemas import Cooldown, DeploymentRecord, HealthTransition, InvalidRecord, decode, encode
-from coolant.sources import Line, SourceError, check_readable, read_lines, total_size
-from coolant.streams.admin import create_missing
-from coolant.terminal import err, fail, say
 from coolant.topics import Topics, TopicSpec
 
 __all__ = [

@@ -23,7 +23,7 @@ from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from redis.exceptions import RedisError
 
 from coolant.config.loader import Config, KafkaSettings, resolve_secret
-from coolant.connect import kafka_client_args, kafka_ssl_context, redis_problem
+from coolant.io.connect import kafka_client_args, kafka_ssl_context, redis_problem
 from coolant.processors import Disposition, HealthState, Policy, Step, eject, step_health, step_outcome
 from coolant.processors.redact import redact
 from coolant.schemas import Cooldown, Health, HealthTransition, InvalidRecord, Outcome, Record, decode, encode

@@ -17,9 +17,9 @@ from redis.asyncio.retry import Retry
 from redis.backoff import NoBackoff
 
 from coolant.config.loader import Config, ConfigError, load_config
-from coolant.connect import ConnectionFailed, KafkaDiagnosis, kafka_problem, redis_client
+from coolant.io.admin import ensure_topics
+from coolant.io.connect import ConnectionFailed, KafkaDiagnosis, kafka_problem, redis_client
 from coolant.streams import metrics
-from coolant.streams.admin import ensure_topics
 from coolant.streams.app import Pipeline, WorkerOptions, kafka_client_args
 from coolant.topics import Topics
 

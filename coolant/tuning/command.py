@@ -26,7 +26,7 @@ from rich.progress import (
 )
 
 from coolant.config.loader import ConfigError, load_config
-from coolant.sources import SourceError, check_readable, read_lines, total_size
+from coolant.io.sources import SourceError, check_readable, read_lines, total_size
 from coolant.tuning.grid import Axis, GridPoint, build_grid, identical, parse_axis
 from coolant.tuning.report import OBJECTIVES, Result, csv_text, json_bytes, rank, render_table, to_document
 from coolant.tuning.report_html import render_html

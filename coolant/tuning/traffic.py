@@ -14,8 +14,8 @@ from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
+from coolant.io.sources import Line
 from coolant.schemas import Health, InvalidRecord, Outcome, decode
-from coolant.sources import Line
 from coolant.tuning.metrics import DeploymentTraffic, incidents
 
 __all__ = ["MAX_INVALID_SAMPLES", "Recording", "index_traffic", "load_recording"]

@@ -32,8 +32,8 @@ from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient
 from prometheus_client.parser import text_string_to_metric_families
 
+from coolant.io.admin import ensure_topics
 from coolant.probe.ownership import partition_of
-from coolant.streams.admin import ensure_topics
 from coolant.topics import Topics
 
 ROOT = Path(__file__).resolve().parents[2]

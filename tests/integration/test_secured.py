@@ -26,7 +26,7 @@ import yaml
 from aiokafka import AIOKafkaProducer
 
 from coolant.config.loader import KafkaSettings, RedisSettings
-from coolant.connect import kafka_client_args, redis_client
+from coolant.io.connect import kafka_client_args, redis_client
 from coolant.topics import Topics
 
 from .harness import Worker, wait_for

@@ -6,7 +6,7 @@ import pytest
 import redis.asyncio as redis_asyncio
 
 from coolant.config.loader import RedisSettings
-from coolant.connect import redis_client
+from coolant.io.connect import redis_client
 
 
 def test_password_from_the_environment_and_tls(monkeypatch: pytest.MonkeyPatch) -> None:

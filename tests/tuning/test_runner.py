@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 
 from coolant.config.loader import parse_config
+from coolant.io.sources import Line
 from coolant.processors.policy import Policy
 from coolant.schemas import Health, Outcome, encode
-from coolant.sources import Line
 from coolant.tuning.grid import build_grid, parse_axis
 from coolant.tuning.metrics import Incident
 from coolant.tuning.runner import GridRun, evaluate

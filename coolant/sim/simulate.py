@@ -18,7 +18,7 @@ provider's 60 s window is still full and collects 429s again) and `60` does not.
 
 Command line::
 
-    python -m coolant.simulate --scenario s1 --minutes 10 --seed 1 --out s1.jsonl --config-out s1.yaml
+    python -m coolant.sim.simulate --scenario s1 --minutes 10 --seed 1 --out s1.jsonl --config-out s1.yaml
 """
 
 from __future__ import annotations
@@ -646,7 +646,8 @@ def litellm_config(
 def write_litellm_config(scenario: Scenario, path: str | Path, **kwargs: Any) -> None:
     """Write `litellm_config(scenario, **kwargs)` as YAML."""
     text = yaml.safe_dump(litellm_config(scenario, **kwargs), sort_keys=False, default_flow_style=False)
-    Path(path).write_text(f"# LiteLLM proxy config for simulated scenario {scenario.name} (coolant.simulate)\n{text}")
+    header = f"# LiteLLM proxy config for simulated scenario {scenario.name} (coolant.sim.simulate)\n"
+    Path(path).write_text(header + text)
 
 
 # --------------------------------------------------------------------------------------------
@@ -662,8 +663,8 @@ def _open_out(path: str) -> BinaryIO:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """`python -m coolant.simulate`: write simulated outcome records (JSONL) and optionally the config."""
-    p = argparse.ArgumentParser(prog="python -m coolant.simulate", description=__doc__.split("\n\n")[0])
+    """`python -m coolant.sim.simulate`: write simulated outcome records (JSONL) and optionally the config."""
+    p = argparse.ArgumentParser(prog="python -m coolant.sim.simulate", description=__doc__.split("\n\n")[0])
     p.add_argument("--scenario", choices=sorted(SCENARIOS), default="s1")
     p.add_argument("--minutes", type=float, default=10.0, help="arrivals during this many minutes (default 10)")
     p.add_argument("--seed", type=int, default=0)

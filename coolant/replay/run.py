@@ -7,9 +7,9 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+from coolant.io.sources import Block
 from coolant.processors import Disposition, Engine, Policy, Skip
 from coolant.schemas import Cooldown, Health, HealthTransition, InvalidRecord, Outcome, Record, decode, decode_block
-from coolant.sources import Block
 
 MAX_INVALID_SAMPLES = 20
 _DROPPED = frozenset({Disposition.LATE, Disposition.DUPLICATE})

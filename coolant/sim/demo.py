@@ -30,7 +30,7 @@ from rich.panel import Panel
 from rich.table import Table
 
 from coolant.schemas import Cooldown, decode, encode
-from coolant.simulate import AgentLoad, Fault, s1, simulate, write_litellm_config
+from coolant.sim.simulate import AgentLoad, Fault, s1, simulate, write_litellm_config
 from coolant.status import ActiveCooldown, active_cooldowns
 from coolant.topics import Topics
 

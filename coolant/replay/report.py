@@ -6,7 +6,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from coolant.replay import ReplaySummary
+from coolant.replay.run import ReplaySummary
 
 TOP_DEPLOYMENTS = 20
 

@@ -1,0 +1,1 @@
+"""Replay: the policy over recorded traffic, no services (`coolant replay`)."""

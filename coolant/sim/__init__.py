@@ -1,0 +1,1 @@
+"""Simulated traffic (scenarios, agents, routers) and the local demo (`coolant demo`)."""
