@@ -10,7 +10,7 @@ import itertools
 import pytest
 from typer.testing import CliRunner
 
-from coolant.cli import app
+from coolant.cli.commands import app
 
 MUST_SAY = {
     "probe": ["once per interval", "max_tokens 1", "embedding", "health_check_results", "use_shared_health_check",

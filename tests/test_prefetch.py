@@ -16,10 +16,10 @@ from vectors_support import T0
 
 from coolant import schemas
 from coolant.config.loader import parse_config
+from coolant.io.materializer import litellm_value
 from coolant.processors import Engine, Policy
 from coolant.processors.prefetch import prefetch
 from coolant.schemas import Cooldown, Outcome
-from coolant.streams.materializer import litellm_value
 
 SAME = ("event_id", "deployment_id", "model_group", "ts", "until", "cooldown_time", "status_code",
         "exception_type", "exception_received", "trigger_event_id")

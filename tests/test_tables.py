@@ -7,9 +7,10 @@ import io
 
 from rich.console import Console
 
+from coolant.cli.status import render
+from coolant.io.cooldowns import ActiveCooldown
 from coolant.replay.report import render_summary
 from coolant.replay.run import ReplaySummary
-from coolant.status import ActiveCooldown, render
 
 IDS = ("gemini-flash-free-tier-key-number-1", "gemini-flash-free-tier-key-number-2")
 

@@ -73,11 +73,11 @@ from litellm.integrations.custom_logger import CustomLogger
 
 from coolant.integrations.litellm_cooldowns import CooldownFeed, LocalCooldowns, local_cooldowns
 from coolant.integrations.ratelimit_headers import logged_headers, quota_fields
+from coolant.io.materializer import RedisSink
 from coolant.processors.policy import Policy
 from coolant.processors.prefetch import prefetch
 from coolant.publish import Publisher, SyncPublisher
 from coolant.schemas import Cooldown, Outcome, RateLimit
-from coolant.streams.materializer import RedisSink
 
 __all__ = [
     "ENV_BOOTSTRAP",

@@ -41,8 +41,8 @@ import orjson
 import redis.asyncio as redis_asyncio
 from redis.exceptions import RedisError
 
+from coolant.io.materializer import cooldown_channel, litellm_fields
 from coolant.schemas import Cooldown
-from coolant.streams.materializer import cooldown_channel, litellm_fields
 
 __all__ = ["MAX_ENTRIES", "CooldownFeed", "FeedStats", "LocalCooldowns", "local_cooldowns"]
 

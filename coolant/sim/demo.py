@@ -29,9 +29,9 @@ from rich.live import Live
 from rich.panel import Panel
 from rich.table import Table
 
+from coolant.io.cooldowns import ActiveCooldown, active_cooldowns
 from coolant.schemas import Cooldown, decode, encode
 from coolant.sim.simulate import AgentLoad, Fault, s1, simulate, write_litellm_config
-from coolant.status import ActiveCooldown, active_cooldowns
 from coolant.topics import Topics
 
 BROKEN_KEY = "gemini-flash-free-2"

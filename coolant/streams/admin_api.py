@@ -35,14 +35,14 @@ from faust.web import View
 from faust.web.exceptions import ServiceUnavailable
 from redis.exceptions import RedisError
 
+from coolant.io.cooldowns import ActiveCooldown, active_cooldowns, decoded_cooldown
+from coolant.io.materializer import cooldown_key, detail_key
 from coolant.processors import windows
 from coolant.processors.emit import mask
 from coolant.processors.policy import Policy, Registry
 from coolant.processors.state import NEG_INF, PathState
 from coolant.schemas import Cooldown, Window, encode, to_dict
-from coolant.status import ActiveCooldown, active_cooldowns, decoded_cooldown
 from coolant.streams import metrics, repair
-from coolant.streams.materializer import cooldown_key, detail_key
 
 if TYPE_CHECKING:
     import redis.asyncio as redis_asyncio

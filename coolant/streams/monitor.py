@@ -16,7 +16,7 @@ from typing import Any
 import redis.asyncio as redis_asyncio
 from redis.exceptions import RedisError
 
-from coolant.status import active_cooldowns
+from coolant.io.cooldowns import active_cooldowns
 from coolant.streams import metrics
 from coolant.streams.faust_adapter import committed_offsets, is_internal_topic
 

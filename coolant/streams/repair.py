@@ -22,9 +22,7 @@ from typing import Final
 import orjson
 import redis.asyncio as redis_asyncio
 
-from coolant.schemas import Cooldown, InvalidRecord, from_dict
-from coolant.schemas.types import DURATION_MAX, TS_MAX
-from coolant.streams.materializer import (
+from coolant.io.materializer import (
     TRANSIENT_ERRORS,
     RedisSink,
     cooldown_channel,
@@ -33,6 +31,8 @@ from coolant.streams.materializer import (
     release_message,
     released_key,
 )
+from coolant.schemas import Cooldown, InvalidRecord, from_dict
+from coolant.schemas.types import DURATION_MAX, TS_MAX
 
 log = logging.getLogger(__name__)
 

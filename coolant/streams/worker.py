@@ -98,7 +98,7 @@ def build_pipeline(
                     names.health, counts[names.health], names.outcomes, partitions)
     sink = None
     if opts.materialize:
-        from coolant.streams.materializer import RedisSink
+        from coolant.io.materializer import RedisSink
 
         # the sink's own backoff (logged, counted) is the only retry loop
         client = redis_client(cfg.runtime.redis, health_check_interval=10, retry=Retry(NoBackoff(), 0))

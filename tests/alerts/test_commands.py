@@ -6,7 +6,7 @@ import socket
 
 from typer.testing import CliRunner
 
-from coolant.cli import app
+from coolant.cli.commands import app
 
 
 def dead_bootstrap() -> str:

@@ -23,7 +23,7 @@ import pytest
 import yaml
 from typer.testing import CliRunner, Result
 
-from coolant.cli import app
+from coolant.cli.commands import app
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = ROOT / "examples"

@@ -8,7 +8,7 @@ from pathlib import Path
 import yaml
 from typer.testing import CliRunner
 
-from coolant.cli import app
+from coolant.cli.commands import app
 
 T0 = 1_800_000_000
 CONFIG = {

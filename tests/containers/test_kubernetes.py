@@ -17,7 +17,7 @@ import pytest
 import yaml
 from typer.main import get_command
 
-from coolant.cli import app
+from coolant.cli.commands import app
 from coolant.config.loader import load_config, resolve_secret
 from coolant.probe.metrics import ProbeMetrics
 from tests.containers_support import free_port

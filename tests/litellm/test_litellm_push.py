@@ -32,9 +32,9 @@ litellm = pytest.importorskip("litellm")
 from coolant.config.loader import parse_config  # noqa: E402
 from coolant.integrations.litellm import CoolantCallback  # noqa: E402
 from coolant.integrations.litellm_cooldowns import local_cooldowns  # noqa: E402
+from coolant.io.materializer import RedisSink, cooldown_channel, cooldown_key, litellm_value  # noqa: E402
 from coolant.processors.prefetch import prefetch  # noqa: E402
 from coolant.schemas import Outcome  # noqa: E402
-from coolant.streams.materializer import RedisSink, cooldown_channel, cooldown_key, litellm_value  # noqa: E402
 
 pytestmark = [pytest.mark.integration, pytest.mark.filterwarnings("ignore:.*ReadOnly.*:UserWarning")]
 

@@ -30,9 +30,9 @@ from litellm.router_utils.cooldown_cache import CooldownCache  # noqa: E402
 from litellm.router_utils.health_state_cache import DeploymentHealthCache  # noqa: E402
 from redis.asyncio import Redis  # noqa: E402
 
+from coolant.io.materializer import RedisSink, cooldown_key  # noqa: E402
 from coolant.processors.state import HealthState  # noqa: E402
 from coolant.schemas import Cooldown, Window  # noqa: E402
-from coolant.streams.materializer import RedisSink, cooldown_key  # noqa: E402
 
 # litellm's own TypedDicts trip a pydantic notice about `ReadOnly`; it says nothing about these tests
 pytestmark = pytest.mark.filterwarnings("ignore:.*ReadOnly.*:UserWarning")

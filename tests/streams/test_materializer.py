@@ -23,10 +23,9 @@ from redis.asyncio.retry import Retry
 from redis.backoff import NoBackoff
 from rich.console import Console
 
-from coolant.processors.state import HealthState
-from coolant.schemas import Cooldown, Window, encode
-from coolant.status import active_cooldowns, render
-from coolant.streams.materializer import (
+from coolant.cli.status import render
+from coolant.io.cooldowns import active_cooldowns
+from coolant.io.materializer import (
     HEALTH_KEY,
     RedisSink,
     cooldown_channel,
@@ -36,6 +35,8 @@ from coolant.streams.materializer import (
     push_message,
     should_write,
 )
+from coolant.processors.state import HealthState
+from coolant.schemas import Cooldown, Window, encode
 
 
 def make_cd(

@@ -10,8 +10,8 @@ import orjson
 import pytest
 from redis.asyncio import Redis
 
+from coolant.io.materializer import RedisSink, cooldown_key, litellm_value
 from coolant.schemas import Cooldown, Window, encode, to_dict
-from coolant.streams.materializer import RedisSink, cooldown_key, litellm_value
 from coolant.streams.repair import Repairer, in_force, release
 
 

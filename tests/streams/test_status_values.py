@@ -8,7 +8,8 @@ import uuid
 from redis.asyncio import Redis
 from rich.console import Console
 
-from coolant.status import active_cooldowns, render
+from coolant.cli.status import render
+from coolant.io.cooldowns import active_cooldowns
 
 
 async def test_any_stored_value_is_shown_or_skipped(redis_url: str) -> None:

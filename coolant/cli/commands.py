@@ -281,7 +281,8 @@ def status_command(
 
     from redis.exceptions import RedisError
 
-    from coolant.status import active_cooldowns, render
+    from coolant.cli.status import render
+    from coolant.io.cooldowns import active_cooldowns
 
     try:
         settings = runtime_settings(config).redis
@@ -355,6 +356,3 @@ _register_extra_commands()
 def main() -> None:
     app()
 
-
-if __name__ == "__main__":
-    main()

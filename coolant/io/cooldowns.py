@@ -1,4 +1,4 @@
-"""`coolant status`: the cooldowns routers see right now, read back from Redis.
+"""The cooldowns routers see right now, read back from Redis (`coolant status`, the admin API, the demo).
 
 It reads what routers read (the LiteLLM keys), not what coolant meant to write, so cooldowns set by LiteLLM
 routers themselves show up too; coolant's detail key only adds the group and reason LiteLLM's value lacks.
@@ -10,22 +10,17 @@ import ast
 import json
 import math
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from typing import Any
 
 import redis.asyncio as redis_asyncio
-from rich.console import Console, JustifyMethod
-from rich.table import Table
 
-from coolant.processors.redact import redact
+from coolant.io.materializer import detail_key
 from coolant.schemas import Cooldown, InvalidRecord, decode
-from coolant.streams.materializer import detail_key
 
 _GLOB_SPECIAL = re.compile(r"([*?\[\]\\])")
 _CHUNK = 500
-_EXCEPTION_WIDTH = 40
 
 
 @dataclass(frozen=True, slots=True)
@@ -129,48 +124,3 @@ async def active_cooldowns(client: redis_asyncio.Redis, key_prefix: str = "") ->
                 out.append(cd)
     out.sort(key=lambda c: (-c.remaining, c.deployment_id))
     return out
-
-
-def _short(exception: str) -> str:
-    """The masked tail (`*`s) says nothing; keep the readable head (redacted: a router's own key is not masked)."""
-    exception = redact(exception)
-    text = exception.rstrip("*") + ("…" if exception.endswith("*") else "")
-    return text if len(text) <= _EXCEPTION_WIDTH else text[: _EXCEPTION_WIDTH - 1] + "…"
-
-
-def _utc(ts: float) -> str:
-    """ISO time; a stored value beyond what a datetime holds (year 58886: a ts in milliseconds) is shown as is."""
-    try:
-        return datetime.fromtimestamp(ts, UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
-    except (ValueError, OverflowError, OSError):
-        return f"{ts:.6g} (out of range)"
-
-
-def render(cooldowns: Sequence[ActiveCooldown], console: Console) -> None:
-    if not cooldowns:
-        console.print("no active cooldowns")
-        return
-    table = Table(title=f"{len(cooldowns)} active cooldown{'s' if len(cooldowns) != 1 else ''}")
-    columns: tuple[tuple[str, JustifyMethod], ...] = (
-        ("deployment", "left"),
-        ("group", "left"),
-        ("reason", "left"),
-        ("status", "right"),
-        ("exception", "left"),
-        ("remaining s", "right"),
-        ("until (UTC)", "left"),
-    )
-    for name, justify in columns:
-        # wrap (fold) rather than cut: ids of one group often differ only at the end
-        table.add_column(name, justify=justify, overflow="fold")
-    for c in cooldowns:
-        table.add_row(
-            c.deployment_id,
-            c.model_group or "-",
-            c.reason or "-",
-            c.status_code or "-",
-            _short(c.exception),
-            f"{c.remaining:.1f}",
-            _utc(c.until),
-        )
-    console.print(table)
