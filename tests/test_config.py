@@ -12,19 +12,15 @@ import yaml
 from hypothesis import given
 from hypothesis import strategies as st
 
-from coolant.config.loader import (
+from coolant.config.errors import ConfigError
+from coolant.config.loader import Config, derive_deployment_id, load_config, parse_config
+from coolant.config.overrides import override, parse_value
+from coolant.config.runtime import (
     DEFAULT_KAFKA_BOOTSTRAP,
     DEFAULT_REDIS_URL,
-    Config,
-    ConfigError,
     KafkaSettings,
     RedisSettings,
     RuntimeSettings,
-    derive_deployment_id,
-    load_config,
-    override,
-    parse_config,
-    parse_value,
     resolve_secret,
 )
 from coolant.processors.policy import Backoff, Options

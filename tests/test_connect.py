@@ -9,7 +9,9 @@ import pytest
 from aiokafka.errors import KafkaConnectionError
 from redis.exceptions import AuthenticationError, ConnectionError, ResponseError
 
-from coolant.config.loader import ConfigError, KafkaSettings, RedisSettings, parse_config
+from coolant.config.errors import ConfigError
+from coolant.config.loader import parse_config
+from coolant.config.runtime import KafkaSettings, RedisSettings
 from coolant.io.connect import KafkaDiagnosis, kafka_client_args, kafka_problem, redis_client, redis_problem, safe_url
 
 SECRET = "hunter2-secret"

@@ -28,7 +28,8 @@ from coolant.alerts.alerter import Alerter, AlertOptions, AlertStats
 from coolant.alerts.retry import RetryPolicy
 from coolant.alerts.slack import Payload
 from coolant.alerts.webhook import Webhook, redact
-from coolant.config.loader import DEFAULT_KAFKA_BOOTSTRAP, ConfigError, KafkaSettings
+from coolant.config.errors import ConfigError
+from coolant.config.runtime import DEFAULT_KAFKA_BOOTSTRAP, KafkaSettings
 from coolant.io.connect import ConnectConfig, KafkaDiagnosis, kafka_problem, kafka_settings
 from coolant.io.terminal import fail, say
 from coolant.schemas import Cooldown, HealthTransition

@@ -13,7 +13,8 @@ import typer
 from rich.console import Console
 from rich.progress import BarColumn, DownloadColumn, Progress, TimeRemainingColumn, TransferSpeedColumn
 
-from coolant.config.loader import Config, ConfigError, load_config
+from coolant.config.errors import ConfigError
+from coolant.config.loader import Config, load_config
 from coolant.io.connect import ConnectConfig, ConnectionFailed, redis_client, redis_problem, runtime_settings, safe_url
 from coolant.io.sources import SourceError, check_readable, read_blocks, total_size
 from coolant.io.terminal import err, fail

@@ -6,7 +6,7 @@ drives both the gateways and coolant; everything else in that file is ignored. c
 so a typo can never fall back to a default silently (spec §2.2).
 
 Secrets (`api_key`, passwords, `os.environ/NAME` references) are never resolved here and never
-appear in an error or a warning: the worker resolves them at the edge with `resolve_secret`.
+appear in an error or a warning: the worker resolves them at the edge with `runtime.resolve_secret`.
 """
 
 from __future__ import annotations
@@ -24,7 +24,15 @@ from typing import Any, Literal, NoReturn, cast
 
 import yaml
 
-from coolant.errors import CoolantError
+from coolant.config.errors import ConfigError
+from coolant.config.runtime import (
+    SASL_MECHANISMS,
+    SECRET_REF_PREFIX,
+    SECURITY_PROTOCOLS,
+    KafkaSettings,
+    RedisSettings,
+    RuntimeSettings,
+)
 from coolant.processors.policy import (
     CATEGORIES,
     POLICY_KEY_SUFFIX,
@@ -38,112 +46,10 @@ from coolant.processors.policy import (
 )
 from coolant.schemas import DeploymentRecord
 
-__all__ = [
-    "SASL_MECHANISMS",
-    "SECRET_REF_PREFIX",
-    "SECURITY_PROTOCOLS",
-    "Config",
-    "ConfigError",
-    "KafkaSettings",
-    "RedisSettings",
-    "RuntimeSettings",
-    "derive_deployment_id",
-    "load_config",
-    "override",
-    "parse_config",
-    "parse_value",
-    "resolve_secret",
-]
-
-SECRET_REF_PREFIX = "os.environ/"
-"""LiteLLM's marker for "read this value from the environment"."""
-
-DEFAULT_KAFKA_BOOTSTRAP = "127.0.0.1:19092"
-DEFAULT_REDIS_URL = "redis://127.0.0.1:16379/0"
+__all__ = ["Config", "derive_deployment_id", "entry_from_record", "load_config", "parse_config"]
 
 _POLICY_KEYS: dict[str, str] = {c + POLICY_KEY_SUFFIX: c for c in CATEGORIES}
-SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
-SASL_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "OAUTHBEARER", "GSSAPI")
 _TOPIC_PREFIX = re.compile(r"[A-Za-z0-9._-]*")  # Kafka topic name characters
-
-
-class ConfigError(CoolantError):
-    """A config that cannot be used: one line `<file>: <dotted.key>: <problem>` (CLI exit 2).
-
-    The file and key are kept as attributes so callers (tune grids, tests) need not parse text.
-    """
-
-    def __init__(self, source: str, key: str | None, problem: str) -> None:
-        self.source = source
-        self.key = key
-        self.problem = problem.replace("\n", " ")
-        super().__init__(f"{source}: {key}: {self.problem}" if key else f"{source}: {self.problem}")
-
-
-# --------------------------------------------------------------------------------------------
-# Runtime settings: where the worker connects. Secret fields stay unresolved and out of repr.
-
-
-def _env_kafka_bootstrap() -> str:
-    return os.environ.get("KAFKA_BOOTSTRAP") or DEFAULT_KAFKA_BOOTSTRAP
-
-
-def _env_redis_url() -> str:
-    return os.environ.get("REDIS_URL") or DEFAULT_REDIS_URL
-
-
-def _env(name: str) -> Callable[[], str | None]:
-    """A field default read from the environment when the settings are built (unset or empty: None)."""
-    return lambda: os.environ.get(name) or None
-
-
-def _env_flag(name: str) -> Callable[[], bool]:
-    return lambda: (os.environ.get(name) or "").strip().lower() in ("1", "true", "yes", "on")
-
-
-@dataclass(frozen=True, slots=True)
-class KafkaSettings:
-    """aiokafka connection settings; any string may be an unresolved `os.environ/NAME`.
-
-    What a config's `coolant.kafka` does not set comes from `COOLANT_KAFKA_*` variables, so every command
-    (with or without a config) connects to a secured cluster the same way (`coolant.io.connect`).
-    """
-
-    bootstrap_servers: str = field(default_factory=_env_kafka_bootstrap)
-    security_protocol: str | None = field(default_factory=_env("COOLANT_KAFKA_SECURITY_PROTOCOL"))
-    sasl_mechanism: str | None = field(default_factory=_env("COOLANT_KAFKA_SASL_MECHANISM"))
-    sasl_plain_username: str | None = field(default_factory=_env("COOLANT_KAFKA_SASL_USERNAME"))
-    sasl_plain_password: str | None = field(default_factory=_env("COOLANT_KAFKA_SASL_PASSWORD"), repr=False)
-    ssl_cafile: str | None = field(default_factory=_env("COOLANT_KAFKA_SSL_CAFILE"))
-    ssl_certfile: str | None = field(default_factory=_env("COOLANT_KAFKA_SSL_CERTFILE"))
-    ssl_keyfile: str | None = field(default_factory=_env("COOLANT_KAFKA_SSL_KEYFILE"))
-
-
-@dataclass(frozen=True, slots=True)
-class RedisSettings:
-    """Redis connection for the materializer (contract §4); unset fields from `REDIS_URL` / `COOLANT_REDIS_*`.
-
-    `url` is kept out of repr too: `redis://:password@host` is a common way to pass a password.
-    TLS is on for a `rediss://` URL or `ssl: true`; the `ssl_*` files are the CA and the client certificate.
-    """
-
-    url: str = field(default_factory=_env_redis_url, repr=False)
-    key_prefix: str = ""
-    password: str | None = field(default_factory=_env("COOLANT_REDIS_PASSWORD"), repr=False)
-    ssl: bool = field(default_factory=_env_flag("COOLANT_REDIS_SSL"))
-    ssl_cafile: str | None = field(default_factory=_env("COOLANT_REDIS_SSL_CAFILE"))
-    ssl_certfile: str | None = field(default_factory=_env("COOLANT_REDIS_SSL_CERTFILE"))
-    ssl_keyfile: str | None = field(default_factory=_env("COOLANT_REDIS_SSL_KEYFILE"))
-
-
-@dataclass(frozen=True, slots=True)
-class RuntimeSettings:
-    """What only the live worker needs; replay and tuning ignore it."""
-
-    topic_prefix: str = "coolant."
-    kafka: KafkaSettings = field(default_factory=KafkaSettings)
-    redis: RedisSettings = field(default_factory=RedisSettings)
-    web_port: int = 6066
 
 
 @dataclass(frozen=True, slots=True)
@@ -158,21 +64,6 @@ class Config:
     runtime: RuntimeSettings = field(default_factory=RuntimeSettings)
     source: str = "<config>"
     warnings: tuple[str, ...] = ()
-
-
-def resolve_secret(value: str | None) -> str | None:
-    """Resolve an `os.environ/NAME` reference at the edge (the worker, just before connecting).
-
-    Anything else is returned unchanged. Unlike LiteLLM (which yields None), an unset variable
-    is an error: connecting without the intended password only fails later and more obscurely.
-    """
-    if value is None or not value.startswith(SECRET_REF_PREFIX):
-        return value
-    name = value[len(SECRET_REF_PREFIX) :]
-    resolved = os.environ.get(name)
-    if resolved is None:
-        raise ConfigError("environment", None, f"environment variable {name} is not set")
-    return resolved
 
 
 # --------------------------------------------------------------------------------------------
@@ -725,78 +616,7 @@ def load_config(path: str | Path) -> Config:
 
 
 # --------------------------------------------------------------------------------------------
-# Tuning grids: one setting replaced in a raw config.
-
-
-def _plain(value: Any) -> Any:
-    """A deep copy as plain dicts and lists, so override() can edit it in place."""
-    if isinstance(value, Mapping):
-        return {k: _plain(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_plain(v) for v in value]
-    return value
-
-
-def override(data: Mapping[str, Any], dotted_key: str, value: Any) -> dict[str, Any]:
-    """A deep copy of the raw config with one setting replaced (for `coolant tune` grids).
-
-    `model_list.*.model_info.cooldown_time` sets it on every deployment; a number selects one
-    list item. Missing or null maps on the way are created, so `coolant.backoff.base` works on
-    a config without a `coolant:` section. The result is raw data: `parse_config` validates it.
-    """
-    parts = dotted_key.split(".")
-    if not dotted_key or "" in parts:
-        raise ConfigError("override", dotted_key or "''", "not a dotted key")
-    if not isinstance(data, Mapping):
-        raise ConfigError("override", dotted_key, f"the config must be a map, got {_show(data)}")
-    out: dict[str, Any] = _plain(data)
-    _assign(out, parts, 0, value, dotted_key)
-    return out
-
-
-def _assign(node: Any, parts: list[str], i: int, value: Any, dotted_key: str) -> None:
-    here = ".".join(parts[:i]) or "the top level"
-    part, last = parts[i], i == len(parts) - 1
-
-    def fail(problem: str) -> NoReturn:
-        raise ConfigError("override", dotted_key, problem)
-
-    def descend(container: Any, slot: Any) -> None:
-        if last:
-            container[slot] = _plain(value)
-            return
-        child = container[slot] if not isinstance(container, dict) else container.get(slot)
-        if child is None:
-            if parts[i + 1] == "*" or parts[i + 1].isdigit():
-                fail(f"{'.'.join(parts[: i + 1])} is missing, so {parts[i + 1]} selects nothing")
-            child = container[slot] = {}
-        _assign(child, parts, i + 1, value, dotted_key)
-
-    if isinstance(node, list):
-        if part == "*":
-            if not node:
-                fail(f"{here} is empty, so * selects nothing")
-            for j in range(len(node)):
-                descend(node, j)
-        elif part.isdigit() and int(part) < len(node):
-            descend(node, int(part))
-        else:
-            fail(f"{here} is a list of {len(node)}: use * or an index below {len(node)}, not {part!r}")
-    elif isinstance(node, dict):
-        if part == "*":
-            fail(f"{here} is a map: * only selects list items")
-        descend(node, part)
-    else:
-        fail(f"{here} is {_show(node)}, not a map or a list")
-
-
-def parse_value(text: str) -> Any:
-    """A command-line grid value with YAML meaning: "30" -> 30, "null" -> None, "{}" -> {}."""
-    try:
-        return yaml.safe_load(text)
-    except yaml.YAMLError as e:
-        problem = getattr(e, "problem", None) or type(e).__name__
-        raise ConfigError("command line", None, f"cannot read {text!r} as a YAML value: {problem}") from None
+# Deployment records (the live registry).
 
 
 def entry_from_record(rec: DeploymentRecord) -> tuple[DeploymentEntry, tuple[str, ...]]:

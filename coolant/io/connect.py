@@ -21,14 +21,14 @@ from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 import typer
 
-from coolant.config.loader import (
+from coolant.config.errors import ConfigError
+from coolant.config.loader import load_config
+from coolant.config.runtime import (
     SASL_MECHANISMS,
     SECURITY_PROTOCOLS,
-    ConfigError,
     KafkaSettings,
     RedisSettings,
     RuntimeSettings,
-    load_config,
     resolve_secret,
 )
 from coolant.errors import CoolantError

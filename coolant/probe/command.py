@@ -13,7 +13,7 @@ from typing import Annotated
 import typer
 from rich.console import Console
 
-from coolant.config.loader import ConfigError
+from coolant.config.errors import ConfigError
 from coolant.probe.http import Engine
 from coolant.probe.targets import load_targets
 

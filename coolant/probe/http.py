@@ -18,7 +18,7 @@ from typing import Any, Final, Literal
 import aiohttp
 import orjson
 
-from coolant.config.loader import resolve_secret
+from coolant.config.runtime import resolve_secret
 from coolant.probe.classify import ProbeResult
 from coolant.probe.targets import Target
 

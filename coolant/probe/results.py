@@ -18,7 +18,7 @@ from typing import Any
 
 import orjson
 
-from coolant.config.loader import SECRET_REF_PREFIX
+from coolant.config.runtime import SECRET_REF_PREFIX
 from coolant.probe.targets import Target
 from coolant.schemas import Health
 

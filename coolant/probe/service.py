@@ -30,7 +30,8 @@ from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, ConsumerRebalanceListen
 from aiokafka.errors import CommitFailedError, KafkaError
 from redis.exceptions import RedisError
 
-from coolant.config.loader import ConfigError, RedisSettings
+from coolant.config.errors import ConfigError
+from coolant.config.runtime import RedisSettings
 from coolant.io.admin import create_missing
 from coolant.io.connect import redis_client
 from coolant.probe.classify import ProbeResult, classify

@@ -3,7 +3,7 @@
 `coolant.config.loader.load_config` validates the file and derives the ids exactly as the routers do; its registry
 keeps only policy fields, so the `litellm_params` a probe needs are read here from the same model_list, in the
 same order (the registry preserves it). `api_key` stays an unresolved `os.environ/NAME` reference until the
-probe call (`coolant.config.loader.resolve_secret`), and never appears in a repr.
+probe call (`coolant.config.runtime.resolve_secret`), and never appears in a repr.
 """
 
 from __future__ import annotations

@@ -30,7 +30,9 @@ from aiokafka.admin import AIOKafkaAdminClient
 from aiokafka.errors import KafkaError
 from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TimeElapsedColumn
 
-from coolant.config.loader import DEFAULT_KAFKA_BOOTSTRAP, Config, ConfigError, load_config
+from coolant.config.errors import ConfigError
+from coolant.config.loader import Config, load_config
+from coolant.config.runtime import DEFAULT_KAFKA_BOOTSTRAP
 from coolant.io.admin import create_missing
 from coolant.io.connect import ConnectConfig, KafkaDiagnosis, kafka_client_args, kafka_problem, kafka_settings
 from coolant.io.sources import Line, SourceError, check_readable, read_lines, total_size

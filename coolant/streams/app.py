@@ -22,7 +22,8 @@ from faust.sensors.prometheus import PrometheusMonitor
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from redis.exceptions import RedisError
 
-from coolant.config.loader import Config, KafkaSettings, resolve_secret
+from coolant.config.loader import Config
+from coolant.config.runtime import KafkaSettings, resolve_secret
 from coolant.io.connect import kafka_client_args, kafka_ssl_context, redis_problem
 from coolant.processors import Disposition, HealthState, Policy, Step, eject, step_health, step_outcome
 from coolant.processors.redact import redact

@@ -16,7 +16,8 @@ from aiokafka.errors import KafkaError
 from redis.asyncio.retry import Retry
 from redis.backoff import NoBackoff
 
-from coolant.config.loader import Config, ConfigError, load_config
+from coolant.config.errors import ConfigError
+from coolant.config.loader import Config, load_config
 from coolant.io.admin import ensure_topics
 from coolant.io.connect import ConnectionFailed, KafkaDiagnosis, kafka_problem, redis_client
 from coolant.streams import metrics

@@ -25,7 +25,8 @@ from rich.progress import (
     TimeRemainingColumn,
 )
 
-from coolant.config.loader import ConfigError, load_config
+from coolant.config.errors import ConfigError
+from coolant.config.loader import load_config
 from coolant.io.sources import SourceError, check_readable, read_lines, total_size
 from coolant.tuning.grid import Axis, GridPoint, build_grid, identical, parse_axis
 from coolant.tuning.report import OBJECTIVES, Result, csv_text, json_bytes, rank, render_table, to_document

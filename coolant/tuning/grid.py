@@ -2,7 +2,7 @@
 
 Splitting rule for a value list: the text after the first `=` is split on commas that are at
 bracket depth 0 (outside every `{...}` and `[...]`) and outside quotes ('...' or "..."). Each piece
-is stripped and read as a YAML value (`coolant.config.loader.parse_value`), so
+is stripped and read as a YAML value (`coolant.config.overrides.parse_value`), so
 
     router_settings.allowed_fails=null,0,3          -> None, 0, 3
     coolant.backoff={},{base: 10, max: 600},null    -> {}, {"base": 10, "max": 600}, None
@@ -22,7 +22,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from coolant.config.loader import Config, ConfigError, override, parse_config, parse_value
+from coolant.config.errors import ConfigError
+from coolant.config.loader import Config, parse_config
+from coolant.config.overrides import override, parse_value
 from coolant.processors.policy import Policy
 
 __all__ = ["Axis", "GridError", "GridPoint", "build_grid", "identical", "parse_axis", "short_keys", "split_values"]

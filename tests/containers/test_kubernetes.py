@@ -18,7 +18,8 @@ import yaml
 from typer.main import get_command
 
 from coolant.cli.commands import app
-from coolant.config.loader import load_config, resolve_secret
+from coolant.config.loader import load_config
+from coolant.config.runtime import resolve_secret
 from coolant.probe.metrics import ProbeMetrics
 from tests.containers_support import free_port
 from tests.integration.harness import Case

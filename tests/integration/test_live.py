@@ -20,7 +20,7 @@ import orjson
 import pytest
 import yaml
 
-from coolant.config.loader import override
+from coolant.config.overrides import override
 
 from .harness import (
     DEPLOYMENTS,

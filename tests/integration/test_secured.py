@@ -25,7 +25,7 @@ import pytest
 import yaml
 from aiokafka import AIOKafkaProducer
 
-from coolant.config.loader import KafkaSettings, RedisSettings
+from coolant.config.runtime import KafkaSettings, RedisSettings
 from coolant.io.connect import kafka_client_args, redis_client
 from coolant.topics import Topics
 

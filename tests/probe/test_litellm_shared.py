@@ -32,7 +32,7 @@ import pytest
 import redis.asyncio as redis_asyncio
 import yaml
 
-from coolant.config.loader import RedisSettings
+from coolant.config.runtime import RedisSettings
 from coolant.probe.service import Prober, ProbeSettings
 from coolant.probe.targets import load_targets
 from tests.probe import litellm_proxy

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import redis.asyncio as redis_asyncio
 
-from coolant.config.loader import RedisSettings
+from coolant.config.runtime import RedisSettings
 from coolant.io.connect import redis_client
 
 

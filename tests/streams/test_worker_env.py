@@ -6,7 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from coolant.config.loader import ConfigError, load_config
+from coolant.config.errors import ConfigError
+from coolant.config.loader import load_config
 from coolant.streams.app import Pipeline, WorkerOptions
 from coolant.streams.worker import FAUST_ENV_SET_BY_COOLANT, drop_conflicting_env
 

@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from coolant.config.loader import ConfigError
+from coolant.config.errors import ConfigError
 from coolant.processors.policy import Backoff
 from coolant.tuning.grid import GridError, build_grid, identical, parse_axis, short_keys, split_values
 
