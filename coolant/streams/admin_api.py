@@ -27,7 +27,7 @@ import time
 import uuid
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import asdict, dataclass
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any, Protocol, cast
 
 import orjson
 from aiohttp import web as aioweb
@@ -43,11 +43,11 @@ from coolant.processors.policy import Policy, Registry
 from coolant.processors.state import NEG_INF, PathState
 from coolant.schemas import Cooldown, Window, encode, to_dict
 from coolant.streams import metrics, repair
+from coolant.streams.pathstore import PathStore
+from coolant.streams.registry import LiveRegistry
 
 if TYPE_CHECKING:
     import redis.asyncio as redis_asyncio
-
-    from coolant.streams.app import Decider
 
 log = logging.getLogger(__name__)
 
@@ -348,6 +348,23 @@ def json_errors(token: str | None) -> Any:
 
 # ---------------------------------------------------------------------------------------------------------------
 # The shell
+
+
+class Decider(Protocol):
+    """What the API uses of the enforced decider (`streams.app.Decider`, which builds this API: no import back)."""
+
+    @property
+    def pipeline(self) -> Any: ...  # its `.app` is the Faust app the routes go on
+    @property
+    def registry(self) -> LiveRegistry: ...
+    @property
+    def request_store(self) -> PathStore: ...
+    @property
+    def health_store(self) -> PathStore: ...
+    @property
+    def history_table(self) -> Any: ...  # a Faust table of each deployment's last cooldowns
+    @property
+    def cooldowns(self) -> Any: ...  # the cooldowns topic manual cooldowns are sent to
 
 
 class AdminApi:
