@@ -41,7 +41,7 @@ import orjson
 import redis.asyncio as redis_asyncio
 from redis.exceptions import RedisError
 
-from coolant.io.materializer import cooldown_channel, litellm_fields
+from coolant.io.materializer import cooldown_channel, cooldown_key, litellm_fields
 from coolant.schemas import Cooldown
 
 __all__ = ["MAX_ENTRIES", "CooldownFeed", "FeedStats", "LocalCooldowns", "local_cooldowns"]
@@ -175,7 +175,7 @@ class LocalCooldowns:
         merged = dict(self._inner.snapshot())
         now = self._clock()
         for model_id, (end, value) in list(self._local.items()):
-            key = f"deployment:{model_id}:cooldown"
+            key = cooldown_key("", model_id)  # LiteLLM's own key, no namespace in its memory
             if end > now and end > _end(merged.get(key, {})):
                 merged[key] = value
         return merged

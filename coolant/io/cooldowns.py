@@ -9,17 +9,15 @@ from __future__ import annotations
 import ast
 import json
 import math
-import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
 import redis.asyncio as redis_asyncio
 
-from coolant.io.materializer import detail_key
+from coolant.io.materializer import cooldown_key, cooldown_key_glob, cooldown_key_id, detail_key
 from coolant.schemas import Cooldown, InvalidRecord, decode
 
-_GLOB_SPECIAL = re.compile(r"([*?\[\]\\])")
 _CHUNK = 500
 
 
@@ -107,14 +105,12 @@ async def active_cooldowns(client: redis_asyncio.Redis, key_prefix: str = "") ->
 
     "Now" is the Redis server's clock, the same one the materializer judges by.
     """
-    head, tail = f"{key_prefix}deployment:", ":cooldown"
-    pattern = _GLOB_SPECIAL.sub(r"\\\1", head) + "*" + tail
-    keys = [_text(k) async for k in client.scan_iter(match=pattern, count=_CHUNK)]
-    ids = [k[len(head) : -len(tail)] for k in keys if k.startswith(head) and k.endswith(tail)]
+    keys = [_text(k) async for k in client.scan_iter(match=cooldown_key_glob(key_prefix), count=_CHUNK)]
+    ids = [d for k in keys if (d := cooldown_key_id(key_prefix, k)) is not None]
     out: list[ActiveCooldown] = []
     for i in range(0, len(ids), _CHUNK):
         chunk = ids[i : i + _CHUNK]
-        values = await client.mget([f"{head}{d}{tail}" for d in chunk])
+        values = await client.mget([cooldown_key(key_prefix, d) for d in chunk])
         details = await client.mget([detail_key(key_prefix, d) for d in chunk])
         sec, usec = await client.time()
         now = sec + usec / 1_000_000

@@ -19,6 +19,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import math
+import re
 import time
 from collections.abc import Awaitable, Callable
 from typing import Final
@@ -29,6 +30,7 @@ from redis.exceptions import BusyLoadingError, ConnectionError, TimeoutError
 
 from coolant.processors.state import HealthState
 from coolant.schemas import Cooldown, encode
+from coolant.schemas.cooldown import whole_as_int
 
 HEALTH_KEY: Final = "litellm:health_check:deployment_health_state"
 """LiteLLM's `DeploymentHealthCache.CACHE_KEY`: one JSON object {deployment_id: {is_healthy, timestamp, reason}}."""
@@ -146,9 +148,27 @@ return 1
 """
 
 
+_COOLDOWN_HEAD: Final = "deployment:"
+_COOLDOWN_TAIL: Final = ":cooldown"
+_GLOB_SPECIAL: Final = re.compile(r"([*?\[\]\\])")
+
+
 def cooldown_key(prefix: str, deployment_id: str) -> str:
     """The key LiteLLM's cooldown store reads (`deployment:{id}:cooldown`, under its namespace)."""
-    return f"{prefix}deployment:{deployment_id}:cooldown"
+    return f"{prefix}{_COOLDOWN_HEAD}{deployment_id}{_COOLDOWN_TAIL}"
+
+
+def cooldown_key_glob(prefix: str) -> str:
+    """A SCAN pattern for every `cooldown_key` under `prefix` (glob characters in the prefix matched literally)."""
+    return _GLOB_SPECIAL.sub(r"\\\1", prefix + _COOLDOWN_HEAD) + "*" + _COOLDOWN_TAIL
+
+
+def cooldown_key_id(prefix: str, key: str) -> str | None:
+    """The deployment id a `cooldown_key` under `prefix` names; None for any other key."""
+    head = prefix + _COOLDOWN_HEAD
+    if len(key) < len(head) + len(_COOLDOWN_TAIL) or not key.startswith(head) or not key.endswith(_COOLDOWN_TAIL):
+        return None
+    return key[len(head) : -len(_COOLDOWN_TAIL)]
 
 
 def detail_key(prefix: str, deployment_id: str) -> str:
@@ -171,11 +191,6 @@ def cooldown_channel(prefix: str) -> str:
     return f"{prefix}coolant:cooldowns"
 
 
-def _whole_as_int(x: int | float) -> int | float:
-    """5, not 5.0: what LiteLLM writes, and what its "Try again in N seconds" text reads."""
-    return int(x) if isinstance(x, float) and x.is_integer() else x
-
-
 def litellm_fields(cd: Cooldown) -> dict[str, str | int | float]:
     """LiteLLM's `CooldownCacheValue` of a cooldown. `status_code` must be a string: an int fails LiteLLM's
     decode, and one such value hides every cooldown read in the same batch."""
@@ -183,7 +198,7 @@ def litellm_fields(cd: Cooldown) -> dict[str, str | int | float]:
         "exception_received": cd.exception_received,
         "status_code": NULL_STATUS if cd.status_code is None else str(cd.status_code),
         "timestamp": float(cd.ts),
-        "cooldown_time": _whole_as_int(cd.cooldown_time),
+        "cooldown_time": whole_as_int(cd.cooldown_time),
     }
 
 

@@ -9,6 +9,7 @@ from coolant.processors.policy import Backoff, DeploymentEntry, Options
 from coolant.processors.redact import redact
 from coolant.processors.state import PathState
 from coolant.schemas import Cooldown
+from coolant.schemas.cooldown import whole_as_int
 
 MASK_KEEP = 50
 MASK_MAX = 1024
@@ -91,7 +92,7 @@ def build(
         model_group=entry.model_group,
         ts=ts,
         until=until,
-        cooldown_time=int(duration) if float(duration).is_integer() else duration,
+        cooldown_time=whole_as_int(duration),
         reason=candidate.reason,
         status_code=status,
         exception_type=mask(name),

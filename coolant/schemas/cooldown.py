@@ -23,6 +23,12 @@ Reason = Literal[
 """`quota_exhausted` (X6) and `probation` (X7) come only from the opt-in extensions."""
 
 
+def whole_as_int(x: int | float) -> int | float:
+    """E3: a cooldown's number as LiteLLM writes it, an int when whole (5, not 5.0): its "Try again in N
+    seconds" text reads it. The one spelling of the rule, for the record, LiteLLM's value and the admin API."""
+    return int(x) if isinstance(x, float) and x.is_integer() else x
+
+
 class Window(msgspec.Struct, frozen=True):
     """The counts the decision saw."""
 

@@ -42,6 +42,7 @@ from coolant.processors.emit import mask
 from coolant.processors.policy import Policy, Registry
 from coolant.processors.state import NEG_INF, PathState
 from coolant.schemas import Cooldown, Window, encode, to_dict
+from coolant.schemas.cooldown import whole_as_int
 from coolant.streams import metrics, repair
 from coolant.streams.pathstore import PathStore
 from coolant.streams.registry import LiveRegistry
@@ -218,7 +219,7 @@ def manual_cooldown(req: ManualRequest, registry: Registry, now: float, event_id
         model_group=group,
         ts=now,
         until=until,
-        cooldown_time=int(duration) if float(duration).is_integer() else duration,
+        cooldown_time=whole_as_int(duration),
         reason="manual",
         status_code=None,
         exception_type=None,
