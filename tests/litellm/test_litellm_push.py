@@ -6,7 +6,7 @@ the push alone; with the push down a sibling learns it through LiteLLM's own Red
 own cooldown write never makes a router see coolant's cooldown shortened.
 
 The records go to an in-memory publisher (`Collected`): what the worker does with them is
-`tests/test_prefetch.py`'s and the fleet tests' subject.
+`tests/processors/test_prefetch.py`'s and the fleet tests' subject.
 """
 
 from __future__ import annotations

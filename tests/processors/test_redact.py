@@ -70,7 +70,7 @@ def test_text_without_secrets_is_unchanged(text: str) -> None:
 
 def test_mask_is_byte_identical_for_the_example_traffic() -> None:
     """Parity: redaction changes nothing in E4's output for messages without a secret (every example message)."""
-    root = Path(__file__).resolve().parents[1]
+    root = Path(__file__).resolve().parents[2]
     texts = {
         t
         for line in (root / "examples" / "traffic.jsonl").read_bytes().splitlines()

@@ -775,7 +775,7 @@ def test_override_then_parse_allowed_fails(n: int) -> None:
 # ------------------------------------------------------------------------------------------------
 # A realistic proxy config (tests/data/configs/litellm-proxy.yaml).
 
-FIXTURE = Path(__file__).parent / "data" / "configs" / "litellm-proxy.yaml"
+FIXTURE = Path(__file__).parents[1] / "data" / "configs" / "litellm-proxy.yaml"
 
 
 def test_fixture_proxy_config() -> None:
