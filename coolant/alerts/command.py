@@ -30,7 +30,7 @@ from coolant.alerts.slack import Payload
 from coolant.alerts.webhook import Webhook, redact
 from coolant.config.errors import ConfigError
 from coolant.config.runtime import DEFAULT_KAFKA_BOOTSTRAP, KafkaSettings
-from coolant.io.connect import ConnectConfig, KafkaDiagnosis, kafka_problem, kafka_settings
+from coolant.io.connect import ConnectConfig, ConnectionFailed, KafkaDiagnosis, kafka_problem, kafka_settings
 from coolant.io.terminal import fail, say
 from coolant.schemas import Cooldown, HealthTransition
 
@@ -40,7 +40,7 @@ T = TypeVar("T")
 
 
 async def _bounded(step: Callable[[], Awaitable[T]], bootstrap: str, seconds: float) -> T:
-    """Run a connect step, turning "no broker" or a refused login into one `BrokerUnreachable` line after at
+    """Run a connect step, turning "no broker" or a refused login into one `ConnectionFailed` line after at
     most `seconds` (aiokafka's own "Unable connect" log lines are kept back: they would repeat it)."""
     with KafkaDiagnosis() as diagnosis:
         try:
@@ -49,9 +49,9 @@ async def _bounded(step: Callable[[], Awaitable[T]], bootstrap: str, seconds: fl
         except TimeoutError:
             seen = kafka_problem(TimeoutError(), diagnosis)
             why = seen if seen != "TimeoutError" else f"no answer within {seconds:g} s"
-            raise feed.BrokerUnreachable(f"kafka {bootstrap}: {why}") from None
+            raise ConnectionFailed(f"kafka {bootstrap}: {why}") from None
         except (KafkaError, OSError) as exc:
-            raise feed.BrokerUnreachable(f"kafka {bootstrap}: {kafka_problem(exc, diagnosis)}") from None
+            raise ConnectionFailed(f"kafka {bootstrap}: {kafka_problem(exc, diagnosis)}") from None
 
 
 def _kafka(config: Path | None, bootstrap: str | None) -> tuple[KafkaSettings, dict[str, Any]]:
@@ -158,7 +158,7 @@ def tail_command(
 
     try:
         asyncio.run(run())
-    except feed.BrokerUnreachable as exc:
+    except ConnectionFailed as exc:
         raise fail(str(exc)) from None
     except KeyboardInterrupt:
         raise typer.Exit(130) from None
@@ -280,7 +280,7 @@ def alerts_command(
 
     try:
         stats = asyncio.run(run())
-    except feed.BrokerUnreachable as exc:
+    except ConnectionFailed as exc:
         raise fail(str(exc)) from None
     except asyncio.CancelledError:  # a signal while still connecting
         if not stopping:

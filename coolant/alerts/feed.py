@@ -26,10 +26,6 @@ _DURATION = re.compile(r"\s*([0-9]*\.?[0-9]+)\s*(s|m|h|d)?\s*")
 _UNIT = {"s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0, None: 1.0}
 
 
-class BrokerUnreachable(Exception):
-    """The broker did not answer within the connect timeout; the message is one line for the user."""
-
-
 def parse_duration(text: str) -> float:
     """`90`, `90s`, `10m`, `2h`, `1d` -> seconds (> 0); ValueError otherwise."""
     m = _DURATION.fullmatch(text)

@@ -9,6 +9,8 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import BinaryIO
 
+from coolant.errors import CoolantError
+
 Line = tuple[str, int, bytes]
 """(source path, line number, raw bytes) of one non-blank line."""
 Block = tuple[str, int, bytes]
@@ -16,7 +18,7 @@ Block = tuple[str, int, bytes]
 BLOCK_BYTES = 1 << 20
 
 
-class SourceError(Exception):
+class SourceError(CoolantError):
     """A file that cannot be opened or read (a bad path, a corrupt gzip stream)."""
 
 
