@@ -28,6 +28,7 @@ import orjson
 
 from coolant.config.loader import Config
 from coolant.probe.ownership import partition_of
+from coolant.processors import Policy
 from coolant.streams.app import Pipeline, WorkerOptions
 from coolant.topics import Topics
 
@@ -134,9 +135,10 @@ class MemoryConsumer:
 class MemoryWorker:
     """One worker's `Pipeline` (fast path: lanes) wired to a `MemoryProducer` and a `MemoryConsumer`."""
 
-    def __init__(self, cfg: Config, *, app_id: str = "memory", partitions: int = 4, **options: Any) -> None:
+    def __init__(self, cfg: Config, *, app_id: str = "memory", partitions: int = 4, shadow: Policy | None = None,
+                 **options: Any) -> None:
         opts = WorkerOptions(app_id=app_id, partitions=partitions, max_ts_ahead=1e9, **options)
-        self.pipeline = p = Pipeline(cfg, opts, sink=None)
+        self.pipeline = p = Pipeline(cfg, opts, sink=None, shadow_policy=shadow)
         assert p.fast, "the in-memory worker drives the lanes (the fast path)"
         self.partitions = partitions
         self.names = Topics(cfg.runtime.topic_prefix)

@@ -10,8 +10,10 @@ from pathlib import Path
 
 import orjson
 import pytest
+import yaml
 
-from coolant.config.loader import Config, load_config
+from coolant.config.loader import Config, load_config, parse_config
+from coolant.config.overrides import override
 from coolant.processors import Engine
 from coolant.schemas import Cooldown, HealthTransition, InvalidRecord, decode, encode
 from coolant.streams import metrics
@@ -70,6 +72,27 @@ async def test_the_shell_decides_what_replay_decides(cfg: Config) -> None:
     assert Counter((m.topic, m.partition, m.offset) for m in w.consumer.acked) == Counter(
         {(m.topic, m.partition, m.offset): 1 for m in w.consumer.acked}), "a record acknowledged twice"
     assert len(w.consumer.acked) == len(outcomes) + len(probes)
+
+
+async def test_a_shadow_policy_decides_the_same_records_into_its_own_topics_only(cfg: Config, tmp_path: Path) -> None:
+    """The shadow decider routes cooldowns to `<cooldowns>.shadow` and publishes no health state or transition."""
+    raw = yaml.safe_load((tmp_path / "litellm.yaml").read_text())
+    candidate = parse_config(override(raw, "router_settings.allowed_fails", 0)).policy
+    outcomes, probes = fleet_traffic(1500, seed=5), probe_traffic(4, seed=5)
+    want, _ = replayed(cfg, outcomes)
+    want_shadow = Engine(candidate).run(decode(line) for line in outcomes)
+    assert as_sorted(want) != as_sorted(want_shadow), "the policies must differ"
+    _, flips = replayed(cfg, probes)
+    async with MemoryWorker(cfg, shadow=candidate) as w:
+        await w.deliver(w.names.outcomes, outcomes)
+        await w.deliver(w.names.health, probes)
+        await w.settled()
+    assert decoded(w.records(w.names.cooldowns)) == as_sorted(want)
+    assert decoded(w.records(w.names.cooldowns + ".shadow")) == as_sorted(want_shadow)
+    assert decoded(w.records(w.names.health_transitions)) == as_sorted(flips)  # the enforced decider's, once
+    engine = Engine(cfg.policy)
+    health_changes = sum(engine.feed(decode(probe)).health is not None for probe in probes)
+    assert len(w.records(w.names.health_state)) == health_changes > 0  # one per change, the shadow's none
 
 
 async def test_a_batch_is_acknowledged_only_once_its_outputs_are_durable(cfg: Config) -> None:
