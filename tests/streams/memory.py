@@ -9,22 +9,27 @@ Only the two objects that talk to a broker are replaced, at the seams Faust itse
   back until `release()`, so a test can see what waits for durability.
 - `MemoryConsumer` stands for `app.consumer`: `ack(message)` is recorded and can be waited for.
 `MemoryWorker.deliver` does what the fast path's fetch loop does with an input message (`lane.put`), on the
-partition murmur2 gives the key, with increasing offsets. `recover` fills a new worker's tables from another's
-changelog sends, as Faust's recovery does. Both keep one event log (sends and acks, in order) to assert on.
+partition murmur2 gives the key, with increasing offsets; `pump` delivers what the worker re-published to an input
+topic; `stage` runs the X3 ejection agent over the candidates sent so far, as a Faust stream would hand them
+(stream iteration's current event set, so its table writes work). `recover` fills a new worker's tables from
+another's changelog sends, as Faust's recovery does. One event log (sends and acks, in order) is kept to assert on.
 
-What needs a broker (rebalances, commits, recovery itself, Faust's agents over topics) stays in the broker tests.
+What needs a broker (rebalances, commits, recovery itself, the plain path's `take_events`, the materializer's
+Redis) stays in the broker tests.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import weakref
 from collections import defaultdict
-from collections.abc import Iterable
+from collections.abc import AsyncIterator, Iterable
 from dataclasses import dataclass
 from typing import Any
 
 import orjson
+from faust import streams as faust_streams
 
 from coolant.config.loader import Config
 from coolant.probe.ownership import partition_of
@@ -102,6 +107,14 @@ class MemoryProducer:
         self.changed.notify()
         return fut
 
+    def send_soon(self, fut: Any) -> None:
+        """Faust's buffered send (a table's changelog write inside an agent): kept like `send`, at once."""
+        m = fut.message
+        topic = m.channel.get_topic_name()
+        self.sent.append(Sent(topic, m.key, m.value, m.partition))
+        self.log.append(("send", topic, m.key, m.partition))
+        self.changed.notify()
+
     def hold(self) -> None:
         """From now on, sends stay unacknowledged (not durable) until `release`."""
         self._held = []
@@ -124,6 +137,10 @@ class MemoryConsumer:
         self.log = log
         self.changed = changed
         self.acked: list[Message] = []
+
+    def topic_partitions(self, topic: str) -> int | None:
+        """Unknown (Faust then skips its check that a table's changelog matches its source topic)."""
+        return None
 
     def ack(self, message: Message) -> bool:
         self.acked.append(message)
@@ -201,6 +218,24 @@ class MemoryWorker:
             out += await self.deliver(topic, [(s.key, s.value)], partition=s.partition)
         return out
 
+    async def stage(self, topic: str) -> int:
+        """Run the enforced decider's agent of an internal topic (the X3 ejection stage on the candidates topic)
+        over what was sent to it since the last call, as Faust's agent would receive it; returns how many."""
+        agents = {self.names.candidates: self.pipeline.enforced._ejection_agent}
+        fresh = self.producer.on(topic)[self._pumped[topic]:]
+        self._pumped[topic] += len(fresh)
+        offsets = iter(range(len(fresh)))
+
+        async def events() -> AsyncIterator[Any]:
+            for s in fresh:
+                event = _Event(Message(topic, s.partition or 0, next(offsets), s.key, s.value), s.value)
+                faust_streams._current_event.set(weakref.ref(event))  # what Faust's stream iteration sets
+                yield event
+            faust_streams._current_event.set(None)
+
+        await agents[topic](_Stream(events))
+        return len(fresh)
+
     async def settled(self, what: str = "every delivered record acknowledged") -> None:
         """Until every record delivered so far is acknowledged (the batches holding them decided and durable)."""
         await self.changed.until(lambda: len(self.consumer.acked) >= self.delivered, what)
@@ -231,6 +266,19 @@ class MemoryWorker:
     def index(self, kind: str, topic: str, key: bytes | None = None) -> list[int]:
         """Positions in the event log of the sends or acks (`kind`) on `topic` (for `key`, if given)."""
         return [i for i, (k, t, ky, _) in enumerate(self.log) if k == kind and t == topic and key in (None, ky)]
+
+
+@dataclass(frozen=True, slots=True, weakref_slot=True)
+class _Event:
+    message: Message
+    value: bytes | None
+
+
+@dataclass(frozen=True, slots=True)
+class _Stream:
+    """What an agent iterates: `stream.events()`."""
+
+    events: Any
 
 
 def _deployment_key(value: bytes) -> bytes | None:

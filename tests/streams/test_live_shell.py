@@ -95,6 +95,30 @@ async def test_a_shadow_policy_decides_the_same_records_into_its_own_topics_only
     assert len(w.records(w.names.health_state)) == health_changes > 0  # one per change, the shadow's none
 
 
+async def test_max_ejection_in_the_shell_is_replays_verdict(cfg: Config, tmp_path: Path) -> None:
+    """X3 live: candidates go to the group-keyed ejection stage, which passes and suppresses what replay does.
+
+    On a broker a group's candidates from several partitions meet in no fixed order; here they are sent in the
+    order the batch decided them, which is the input order, so the verdicts must be replay's exactly."""
+    raw = yaml.safe_load((tmp_path / "litellm.yaml").read_text())
+    x3 = parse_config(override(raw, "coolant.max_ejection_percent", 25))
+    lines = fleet_traffic(3000, seed=7)
+    engine = Engine(x3.policy)
+    steps = [engine.feed(decode(line)) for line in lines if b'"schema"' in line]
+    want = [s.cooldown for s in steps if s.cooldown is not None]
+    suppressed = [s.suppressed for s in steps if s.suppressed is not None]
+    assert want and suppressed, "the traffic should both pass and suppress candidates"
+    async with MemoryWorker(x3) as w:
+        await w.deliver(w.names.outcomes, lines)
+        await w.settled()
+        assert w.records(w.names.cooldowns) == [], "with X3 on, cooldowns go through the ejection stage"
+        assert await w.stage(w.names.candidates) == len(want) + len(suppressed)
+    assert decoded(w.records(w.names.cooldowns)) == as_sorted(want)
+    assert w.records(w.names.deadletter) == []
+    ejections = w.pipeline.enforced.ejection_table.changelog_topic.get_topic_name()
+    assert len(w.producer.on(ejections)) == len(want)  # the group's ejection state saved on every pass
+
+
 async def test_a_batch_is_acknowledged_only_once_its_outputs_are_durable(cfg: Config) -> None:
     """Cooldown first, then the states, then the acks: a crash before the ack re-decides, never loses a cooldown."""
     async with MemoryWorker(cfg) as w:
