@@ -1,15 +1,16 @@
 """The live shell in memory: the worker's real `Pipeline` over a fake consumer and producer, no broker.
 
 In the spirit of h11's `ConnectionPair` (tests wire a client and a server together in memory): what runs is the
-production code from the lanes on (lanes, batching, decoding and dead letters, the partition check, both
+production code from the fetch loop on (the lane consumer, lanes, batching, decoding and dead letters, the partition check, both
 deciders, the path stores and their flushes, acknowledgements, draining), through Faust's own `Topic.send`.
 Only the two objects that talk to a broker are replaced, at the seams Faust itself defines:
 - `MemoryProducer` stands for `app.producer`: `send(topic, key, value, partition, timestamp, headers)` returns
   the future of the broker's acknowledgement. Every send is kept in order; `hold()` keeps the acknowledgements
   back until `release()`, so a test can see what waits for durability.
 - `MemoryConsumer` stands for `app.consumer`: `ack(message)` is recorded and can be waited for.
-`MemoryWorker.deliver` does what the fast path's fetch loop does with an input message (`lane.put`), on the
-partition murmur2 gives the key, with increasing offsets; `pump` delivers what the worker re-published to an input
+`MemoryWorker.deliver` hands records, on the partition murmur2 gives their key and with increasing offsets, to
+the fast path's own fetch loop (`faust_adapter.LaneConsumer._drain_messages`, as if `getmany` had returned them),
+which puts them on their lanes (`fetch` takes the messages as they are); `pump` delivers what the worker re-published to an input
 topic; `stage` runs the X3 ejection agent over the candidates sent so far, as a Faust stream would hand them
 (stream iteration's current event set, so its table writes work). `recover` fills a new worker's tables from
 another's changelog sends, as Faust's recovery does. One event log (sends and acks, in order) is kept to assert on.
@@ -30,6 +31,7 @@ from typing import Any
 
 import orjson
 from faust import streams as faust_streams
+from faust.types import TP
 
 from coolant.config.loader import Config
 from coolant.probe.ownership import partition_of
@@ -164,10 +166,29 @@ class MemoryWorker:
         self.producer = p.app.producer = MemoryProducer(self.log, self.changed)
         self.consumer = p.app.consumer = MemoryConsumer(self.log, self.changed)
         p.routing.partitions = lambda topic: partitions  # what the consumer's cluster metadata would say
+        self.conducted: list[Any] = []
+        """Messages the fetch loop handed to Faust's conductor (topics no lane reads)."""
+
+        async def conductor(message: Any) -> None:
+            self.conducted.append(message)
+
+        self.fetcher = p.app.transport.create_consumer(
+            callback=conductor, on_partitions_revoked=None, on_partitions_assigned=None)
+        """The fast path's consumer (`faust_adapter.LaneConsumer`), never started: only its fetch loop runs."""
         self._offsets: defaultdict[tuple[str, int], int] = defaultdict(int)
         self._pumped: defaultdict[str, int] = defaultdict(int)
         self._tasks: list[asyncio.Task[None]] = []
         self.delivered = 0
+        """Messages handed to a lane so far (each is acknowledged once its batch is decided and durable)."""
+        for lane in p.lanes.values():
+            lane.put = self._counting(lane.put)  # type: ignore[method-assign]
+
+    def _counting(self, put: Any) -> Any:
+        async def counted(message: Any) -> None:
+            self.delivered += 1
+            await put(message)
+
+        return counted
 
     async def __aenter__(self) -> MemoryWorker:
         self.start()
@@ -196,18 +217,28 @@ class MemoryWorker:
         """Hand records to the topic's lane as the consumer's fetch loop does. A record is its value (keyed by its
         deployment id, as publishers key them) or (key, value); it lands on murmur2's partition for its key unless
         `partition` says otherwise."""
-        lane = self.pipeline.lanes[topic]
         out = []
         for rec in records:
             key, value = rec if isinstance(rec, tuple) else (_deployment_key(rec), rec)
             part = partition if partition is not None else partition_of((key or b"").decode(), self.partitions)
             offset = self._offsets[topic, part]
             self._offsets[topic, part] = offset + 1
-            message = Message(topic, part, offset, key, value)
-            await lane.put(message)
-            out.append(message)
-        self.delivered += len(out)
+            out.append(Message(topic, part, offset, key, value))
+        await self.fetch(out)
         return out
+
+    async def fetch(self, messages: list[Message]) -> None:
+        """One batch through the fast path's fetch loop (`LaneConsumer._drain_messages`), as if `getmany` had
+        returned `messages`: input messages go to their lane (unless read already), others to the conductor."""
+        done = asyncio.Event()
+
+        async def getmany(timeout: float) -> AsyncIterator[tuple[TP, Message]]:
+            for message in messages:
+                yield TP(message.topic, message.partition), message
+            done.set()
+
+        self.fetcher.getmany = getmany
+        await self.fetcher._drain_messages(_Fetcher(done))
 
     async def pump(self, topic: str) -> list[Message]:
         """Deliver what this worker itself sent to an input topic (re-published records), as the broker would."""
@@ -266,6 +297,13 @@ class MemoryWorker:
     def index(self, kind: str, topic: str, key: bytes | None = None) -> list[int]:
         """Positions in the event log of the sends or acks (`kind`) on `topic` (for `key`, if given)."""
         return [i for i, (k, t, ky, _) in enumerate(self.log) if k == kind and t == topic and key in (None, ky)]
+
+
+@dataclass(frozen=True, slots=True)
+class _Fetcher:
+    """The fetch loop stops once its fetcher has: after the one batch."""
+
+    _stopped: asyncio.Event
 
 
 @dataclass(frozen=True, slots=True, weakref_slot=True)

@@ -19,7 +19,7 @@ from coolant.schemas import Cooldown, HealthTransition, InvalidRecord, decode, e
 from coolant.streams import metrics
 from tests.integration.harness import T0, fleet_traffic, outcome, probe_traffic, write_config
 
-from .memory import MemoryWorker
+from .memory import MemoryWorker, Message
 
 
 @pytest.fixture
@@ -227,3 +227,33 @@ async def test_stopping_lets_the_batch_in_hand_finish(cfg: Config) -> None:
     w.producer.release()
     await asyncio.wait_for(stopping, 10)
     assert len(w.consumer.acked) == 1 and len(w.records(w.names.cooldowns)) == 1
+
+
+async def test_the_fetch_loop_skips_what_it_read_already_and_routes_other_topics_to_faust(cfg: Config) -> None:
+    """`LaneConsumer._drain_messages`: input messages go to their lane once; a message fetched again after a seek
+    (below the read offset) never reaches the deciders; a topic no lane reads goes to Faust's conductor."""
+    async with MemoryWorker(cfg) as w:
+        topic = w.names.outcomes
+        part = w.partition("dep-01")
+        fetched = [Message(topic, part, i, b"dep-01", outcome(f"f{i}", T0 + i, "dep-01", True)) for i in range(7)]
+        before = duplicates(topic)
+        await w.fetch(fetched[:5])
+        await w.fetch(fetched[2:])  # a seek back: 2-4 again, then 5 and 6
+        other = Message("some-other-topic", 0, 0, b"k", b"{}")
+        await w.fetch([other])
+        await w.settled()
+    # 2 and 3 are below the read offset (4): skipped. 4 itself passes again, as in Faust's own loop (after a seek
+    # the read offset is the next one to read); the deciders drop it as a duplicate (L2).
+    assert [m.offset for m in w.consumer.acked] == [0, 1, 2, 3, 4, 4, 5, 6]
+    assert duplicates(topic) - before == 1
+    assert w.conducted == [other]
+
+
+async def test_the_fetch_loop_drops_input_while_flow_is_suspended(cfg: Config) -> None:
+    """During a rebalance Faust suspends flow: what is fetched then is dropped (and read again from the commit)."""
+    async with MemoryWorker(cfg) as w:
+        w.fetcher.flow_active = False
+        await w.deliver(w.names.outcomes, [auth_error("r1", "dep-00", 1)])
+        w.fetcher.flow_active = True
+        await w.settled()
+    assert w.delivered == 0 and w.records(w.names.cooldowns) == []
