@@ -1,19 +1,21 @@
 """The live shell in memory: the worker's real `Pipeline` over a fake consumer and producer, no broker.
 
 In the spirit of h11's `ConnectionPair` (tests wire a client and a server together in memory): what runs is the
-production code from the fetch loop on (the lane consumer, lanes, batching, decoding and dead letters, the partition check, both
-deciders, the path stores and their flushes, acknowledgements, draining), through Faust's own `Topic.send`.
-Only the two objects that talk to a broker are replaced, at the seams Faust itself defines:
+production code from the fetch loop on (the lane consumer, lanes, batching, decoding and dead letters, the
+partition check, both deciders, the path stores and their flushes, acknowledgements, draining, the X3 ejection
+agent), through Faust's own `Topic.send`. Only the two objects that talk to a broker are replaced, at the seams
+Faust itself defines:
 - `MemoryProducer` stands for `app.producer`: `send(topic, key, value, partition, timestamp, headers)` returns
   the future of the broker's acknowledgement. Every send is kept in order; `hold()` keeps the acknowledgements
   back until `release()`, so a test can see what waits for durability.
 - `MemoryConsumer` stands for `app.consumer`: `ack(message)` is recorded and can be waited for.
-`MemoryWorker.deliver` hands records, on the partition murmur2 gives their key and with increasing offsets, to
-the fast path's own fetch loop (`faust_adapter.LaneConsumer._drain_messages`, as if `getmany` had returned them),
-which puts them on their lanes (`fetch` takes the messages as they are); `pump` delivers what the worker re-published to an input
-topic; `stage` runs the X3 ejection agent over the candidates sent so far, as a Faust stream would hand them
-(stream iteration's current event set, so its table writes work). `recover` fills a new worker's tables from
-another's changelog sends, as Faust's recovery does. One event log (sends and acks, in order) is kept to assert on.
+
+`MemoryWorker.deliver` hands records (on the partition murmur2 gives their key, with increasing offsets) to the
+fast path's own fetch loop, `faust_adapter.LaneConsumer._drain_messages`, as if `getmany` had returned them; it
+puts them on their lanes (`fetch` takes messages as they are). `pump` delivers what the worker re-published to an
+input topic. `stage` runs the X3 ejection agent over the candidates sent so far, as a Faust stream hands them (the
+stream's current event set, so its table writes work). `recover` fills a new worker's tables from another's
+changelog sends, as Faust's recovery does. One event log (sends and acks, in order) is kept to assert on.
 
 What needs a broker (rebalances, commits, recovery itself, the plain path's `take_events`, the materializer's
 Redis) stays in the broker tests.
