@@ -59,6 +59,7 @@ from faust.transport.drivers import aiokafka as faust_aiokafka
 
 from coolant.streams import metrics
 from coolant.streams.lane import Lane
+from coolant.topics import is_internal_topic
 
 log = logging.getLogger(__name__)
 
@@ -66,15 +67,6 @@ TESTED_FAUST = frozenset({"0.15.3"})
 """faust-streaming versions the fast path was tested on (its fetch loop is a copy of theirs)."""
 PATH_ENV = "COOLANT_FAUST_PATH"
 """`plain` forces the plain-Faust path (CI runs the live tests on both); `fast` or unset: fast if tested."""
-
-INTERNAL_SUFFIXES = ("-changelog", "__assignor-__leader")
-"""Faust's own topics: table changelogs (recovery, standbys) and the leader-election topic."""
-
-
-def is_internal_topic(topic: str) -> bool:
-    """Faust's own topic, not one the app processes: nothing commits it, no lane reads it."""
-    return topic.endswith(INTERNAL_SUFFIXES)
-
 
 class SeekSafeConsumer(faust_aiokafka.Consumer):  # type: ignore[misc,unused-ignore]  # faust is untyped
     """Resumes stream partitions only after they were sought to their committed offsets.

@@ -18,7 +18,8 @@ from redis.exceptions import RedisError
 
 from coolant.io.cooldowns import active_cooldowns
 from coolant.streams import metrics
-from coolant.streams.faust_adapter import committed_offsets, is_internal_topic
+from coolant.streams.faust_adapter import committed_offsets
+from coolant.topics import is_internal_topic
 
 log = logging.getLogger(__name__)
 

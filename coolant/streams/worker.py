@@ -22,7 +22,7 @@ from coolant.io.admin import ensure_topics
 from coolant.io.connect import ConnectionFailed, KafkaDiagnosis, kafka_problem, redis_client
 from coolant.streams import metrics
 from coolant.streams.app import Pipeline, WorkerOptions, kafka_client_args
-from coolant.topics import Topics
+from coolant.topics import CHANGELOG_SUFFIX, Topics
 
 log = logging.getLogger(__name__)
 
@@ -127,7 +127,7 @@ class _StartupNoise(logging.Filter):
         if record.msg == "Group Coordinator Request failed: %s" and args:
             return type(args[0]).__name__ != "GroupCoordinatorNotAvailableError"
         if record.msg == "Topic %s not found in cluster metadata" and args:
-            return not str(args[0]).endswith("-changelog")
+            return not str(args[0]).endswith(CHANGELOG_SUFFIX)
         return True
 
 

@@ -13,6 +13,16 @@ DAY_MS = 24 * 3600 * 1000
 PROBE_OWNERSHIP_PARTITIONS = 12
 """Probe ownership units: 12 splits evenly over 1, 2, 3, 4, 6 or 12 probers."""
 
+CHANGELOG_SUFFIX = "-changelog"
+"""Faust names a table's changelog topic `<app id>-<table>-changelog`."""
+INTERNAL_SUFFIXES = (CHANGELOG_SUFFIX, "__assignor-__leader")
+"""Faust's own topics: table changelogs (recovery, standbys) and the leader-election topic."""
+
+
+def is_internal_topic(topic: str) -> bool:
+    """Faust's own topic, not one the app processes: nothing commits it, no lane reads it."""
+    return topic.endswith(INTERNAL_SUFFIXES)
+
 
 @dataclass(frozen=True, slots=True)
 class TopicSpec:
