@@ -16,23 +16,15 @@ import hashlib
 import math
 from collections.abc import Iterable, Mapping
 
-from aiokafka.partitioner import murmur2
+from coolant.topics import partition_of
 
 __all__ = [
     "due_partitions",
     "owned_deployments",
-    "partition_of",
     "probe_event_id",
     "round_of",
     "round_start",
 ]
-
-
-def partition_of(deployment_id: str, partitions: int) -> int:
-    """Kafka's default partition of the key `deployment_id`: stable across processes and languages."""
-    if partitions <= 0:
-        raise ValueError("partitions must be positive")
-    return (int(murmur2(deployment_id.encode("utf-8"))) & 0x7FFFFFFF) % partitions
 
 
 def owned_deployments(

@@ -2,7 +2,7 @@
 
 Every prober joins one consumer group on the `<prefix>probe-ownership` topic. The topic stays empty; only its
 partition assignment matters: partition p is owned by exactly one live member, and the deployments hashed to p
-(`ownership.partition_of`) are probed by that member only. aiokafka's background heartbeats keep the
+(`coolant.topics.partition_of`) are probed by that member only. aiokafka's background heartbeats keep the
 membership; a prober that dies stops heartbeating and the broker hands its partitions to the survivors after
 the session timeout.
 

@@ -17,9 +17,9 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import Any, Literal
 
-from coolant.probe.ownership import partition_of
 from coolant.schemas import Health, Outcome
 from coolant.streams import metrics
+from coolant.topics import partition_of
 
 log = logging.getLogger(__name__)
 

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from aiokafka.partitioner import murmur2
+
 DAY_MS = 24 * 3600 * 1000
 PROBE_OWNERSHIP_PARTITIONS = 12
 """Probe ownership units: 12 splits evenly over 1, 2, 3, 4, 6 or 12 probers."""
@@ -22,6 +24,13 @@ INTERNAL_SUFFIXES = (CHANGELOG_SUFFIX, "__assignor-__leader")
 def is_internal_topic(topic: str) -> bool:
     """Faust's own topic, not one the app processes: nothing commits it, no lane reads it."""
     return topic.endswith(INTERNAL_SUFFIXES)
+
+
+def partition_of(deployment_id: str, partitions: int) -> int:
+    """Kafka's default partition of the key `deployment_id`: stable across processes and languages."""
+    if partitions <= 0:
+        raise ValueError("partitions must be positive")
+    return (int(murmur2(deployment_id.encode("utf-8"))) & 0x7FFFFFFF) % partitions
 
 
 @dataclass(frozen=True, slots=True)

@@ -33,8 +33,7 @@ from aiokafka.admin import AIOKafkaAdminClient
 from prometheus_client.parser import text_string_to_metric_families
 
 from coolant.io.admin import ensure_topics
-from coolant.probe.ownership import partition_of
-from coolant.topics import Topics
+from coolant.topics import Topics, partition_of
 
 ROOT = Path(__file__).resolve().parents[2]
 T0 = 1_800_000_000.0

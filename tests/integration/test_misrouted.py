@@ -14,7 +14,7 @@ from typing import Any
 import orjson
 import pytest
 
-from coolant.probe.ownership import partition_of
+from coolant.topics import partition_of
 
 from .harness import DEPLOYMENTS, T0, Case, outcome, read_json, wait_assigned, wait_caught_up
 

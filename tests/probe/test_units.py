@@ -14,7 +14,6 @@ from coolant.probe.http import Unsupported, openai_request
 from coolant.probe.ownership import (
     due_partitions,
     owned_deployments,
-    partition_of,
     probe_event_id,
     round_of,
     round_start,
@@ -22,6 +21,7 @@ from coolant.probe.ownership import (
 from coolant.probe.results import build_document, encode_document, endpoint, entry_value
 from coolant.probe.targets import Target, targets_from
 from coolant.schemas import Health, decode, encode
+from coolant.topics import partition_of
 
 IDS = [f"dep-{i}" for i in range(200)]
 

@@ -36,10 +36,9 @@ from faust import streams as faust_streams
 from faust.types import TP
 
 from coolant.config.loader import Config
-from coolant.probe.ownership import partition_of
 from coolant.processors import Policy
 from coolant.streams.app import Pipeline, WorkerOptions
-from coolant.topics import Topics
+from coolant.topics import Topics, partition_of
 
 WAIT = 10.0
 """Seconds any wait of the harness may take before it fails the test (each returns on an event, far sooner)."""

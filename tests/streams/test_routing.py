@@ -8,10 +8,10 @@ from typing import Any
 
 import pytest
 
-from coolant.probe.ownership import partition_of
 from coolant.schemas import Health, Outcome
 from coolant.streams import metrics
 from coolant.streams.routing import PartitionCheck
+from coolant.topics import partition_of
 
 TOPIC = "rt-test.outcomes"
 PARTITIONS = 8
