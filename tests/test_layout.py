@@ -200,6 +200,18 @@ def test_only_the_live_shell_imports_faust(rules: dict[str, Rule]) -> None:
         assert not rules[unit].third_party_any and not rules[unit].third_party, unit
 
 
+ACROSS_FOLDERS = frozenset({"integration", "containers", "litellm", "data"})
+"""Test folders that follow no single package folder (the README's layout section says what each holds)."""
+TOP_LEVEL_TESTS = frozenset({"test_vectors.py", "test_layout.py"})
+
+
+def test_the_tests_mirror_the_package(rules: dict[str, Rule]) -> None:
+    tests = ROOT / "tests"
+    folders = {p.name for p in tests.iterdir() if p.is_dir() and not p.name.startswith((".", "__"))}
+    assert folders - set(rules) - ACROSS_FOLDERS == set(), "a tests/ folder with no coolant/ folder of that name"
+    assert {p.name for p in tests.glob("test_*.py")} <= TOP_LEVEL_TESTS, "a test module outside tests/<folder>/"
+
+
 # --------------------------------------------------------------------------------------------
 # The check can fail: a small tree that breaks every rule once.
 
