@@ -1,1 +1,3 @@
-"""Faust-free edges: Kafka and Redis clients, topic admin, LiteLLM's Redis cooldown keys, record files, the terminal."""
+"""The Faust-free edges, shared by the worker and every other command: Kafka and Redis clients and their errors
+(`connect`), topic admin (`admin`), LiteLLM's Redis cooldown keys written (`materializer`) and read back
+(`cooldowns`), record files (`sources`), one-line terminal messages (`terminal`)."""
