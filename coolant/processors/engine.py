@@ -9,7 +9,7 @@ live agents run the same functions over states they persist, only routing what t
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, replace
 
 from coolant.processors import ejection, quota, windows
@@ -278,11 +278,59 @@ class Engine:
         assert cd is not None
         return eject(self.policy, self.ejections.setdefault(cd.model_group, {}), step)
 
+    def feed_all(self, records: Iterable[Record]) -> Iterator[tuple[Record, Step]]:
+        """`feed` for each record in order, yielding (record, step) except for the plain successes it counts
+        itself (FP1, docs/engine-fast-path.md): those add 1 to their `DeploymentState.counted` instead.
+
+        A plain success is the common record, so its path here is `step_outcome`'s own success path, inlined,
+        for a deployment with nothing to create or discard: every check that could send the record elsewhere
+        is made before anything changes, and any record that fails one goes through `feed` unchanged.
+        """
+        policy = self.policy
+        o = policy.options
+        states = self.states
+        feed = self.feed
+        if o.quota is not None:  # X6 reads every success: nothing is plain
+            for rec in records:
+                yield rec, feed(rec)
+            return
+        late_after = o.late_after
+        width = o.slot_width
+        final_only = o.count_attempts == "final_only"
+        counters = o.litellm_counters
+        for rec in records:
+            if type(rec) is Outcome and rec.ok is True and (st := states.get(rec.deployment_id)) is not None:
+                ps = st.request
+                pod = None
+                ts = rec.ts
+                hw = ps.hw
+                seen = ps.seen
+                event_id = rec.event_id
+                if (
+                    not hw - ts > late_after  # L1
+                    and ts < ps.gc_next  # no L3 discard due (and so ts > hw only within the minute)
+                    and event_id not in seen  # L2
+                    and not (final_only and rec.final is False)  # O3
+                    and rec.source != "pre_call_check"  # N2
+                    and (cell := ps.windows.get(int(ts // width))) is not None  # O5 (`windows.slot`): the window exists
+                    and (not counters or (pod := ps.litellm.get(rec.gateway or "")) is not None)  # LC2
+                ):
+                    seen[event_id] = ts
+                    if ts > hw:
+                        ps.hw = ts
+                    cell[0] += 1
+                    if pod is not None:
+                        if ts >= pod.s_anchor + COUNTER_TTL:
+                            pod.s_anchor = ts
+                            pod.s_count = 1
+                        else:
+                            pod.s_count += 1
+                    if ps.probation:
+                        ps.probation = False  # X7.2
+                    st.counted += 1
+                    continue
+            yield rec, feed(rec)
+
     def run(self, records: Iterable[Record]) -> list[Cooldown]:
         """Convenience for tests and tuning: every cooldown emitted for `records`, in order."""
-        out = []
-        for rec in records:
-            cd = self.feed(rec).cooldown
-            if cd is not None:
-                out.append(cd)
-        return out
+        return [step.cooldown for _, step in self.feed_all(records) if step.cooldown is not None]

@@ -126,3 +126,5 @@ class DeploymentState:
 
     request: PathState = field(default_factory=PathState)
     health: PathState = field(default_factory=PathState)
+    counted: int = 0
+    """Plain successes `Engine.feed_all` counted on its fast path (FP1), which it yields no step for."""

@@ -103,15 +103,15 @@ def replay(
     """Run every record through one engine, in file order; cooldowns go to `emit` as they are decided, health
     transitions (the live `<prefix>health.transitions` records) to `transitions`."""
     engine = Engine(policy)
-    feed = engine.feed
     summary = ReplaySummary()
     dispositions = summary.dispositions
     deployments = summary.deployments
     records = 0
     for block in blocks:
-        for rec in decode_records(block, summary):
-            records += 1
-            step = feed(rec)
+        decoded = decode_records(block, summary)
+        records += len(decoded)
+        # Plain successes are counted by the engine itself (`DeploymentState.counted`), added in below.
+        for rec, step in engine.feed_all(decoded):
             dispositions[step.disposition] += 1
             if step.disposition in _DROPPED:
                 continue  # dropped records count in `dispositions` only
@@ -138,5 +138,9 @@ def replay(
                 emit(cd)
             elif step.suppressed is not None:
                 summary.suppressed[step.suppressed.model_group, step.suppressed.reason] += 1
+    for deployment_id, st in engine.states.items():
+        if st.counted:
+            dispositions[Disposition.COUNTED] += st.counted
+            deployments[deployment_id].outcomes += st.counted
     summary.records = records + summary.invalid
     return summary

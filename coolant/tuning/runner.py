@@ -72,11 +72,9 @@ def evaluate(
 ) -> Evaluation:
     """Replay `records` (file order) through a fresh engine and measure its would-be cooldowns."""
     engine = Engine(policy)
-    feed = engine.feed
     spans: dict[str, list[CooldownSpan]] = {}
     suppressed = 0
-    for rec in records:
-        step = feed(rec)
+    for rec, step in engine.feed_all(records):  # plain successes (FP1) yield nothing: they cool nothing
         cd = step.cooldown
         if cd is None:
             if step.suppressed is not None:

@@ -24,7 +24,7 @@ from vectors_support import STATUS_CLASS, T0, cooldown_json
 
 from coolant import schemas
 from coolant.config.loader import parse_config
-from coolant.processors import Engine, Policy, Step, windows
+from coolant.processors import Disposition, Engine, Policy, Step, windows
 from coolant.processors.state import PathState
 
 STATUSES = [None, 200, 400, 401, 402, 403, 404, 408, 409, 429, 500, 502, 503]
@@ -344,3 +344,60 @@ def test_discarding_old_state_changes_nothing(case: Case) -> None:
     finally:
         windows.discard = original
     assert kept == expected
+
+
+def _dense(case: Case, rnd: Any) -> list[schemas.Outcome | schemas.Health]:
+    """The case's records with runs of plain successes after many of them (same deployment, gateway and
+    window, fresh ids, now and then one on the next minute's boundary, where L3 is due): the records the
+    engine's fast path (FP1) takes, between the ones it must not."""
+    out: list[schemas.Outcome | schemas.Health] = []
+    for i, rec in enumerate(case.records):
+        out.append(rec)
+        if type(rec) is schemas.Outcome and rnd.random() < 0.6:
+            for j in range(rnd.randrange(1, 6)):
+                # exactly 60 s on (a D7 counter's expiry) or 60/180 s back (`late_after` in two presets)
+                ts = rec.ts + rnd.choice([0, 0, 0.25, 1, 3, -2, 60, -60, -180])
+                if rnd.random() < 0.1:
+                    ts = (rec.ts // 60 + 1) * 60.0
+                out.append(msgspec.structs.replace(
+                    rec, event_id=f"s{i}.{j}", ts=ts, ok=True, status_code=None, exception_type=None,
+                    ratelimit=None, source=None if rnd.random() < 0.9 else "pre_call_check",
+                    final=rec.final if rnd.random() < 0.8 else False,
+                ))
+    return out
+
+
+def _state_json(engine: Engine) -> dict[str, Any]:
+    return {
+        dep: [st_.request.to_dict(), dict(st_.request.seen), st_.health.to_dict(), dict(st_.health.seen)]
+        for dep, st_ in engine.states.items()
+    }
+
+
+@SETTINGS
+@given(cases(), st.randoms(use_true_random=False))
+def test_the_fast_path_is_the_general_path(case: Case, rnd: Any) -> None:
+    """FP1 (docs/engine-fast-path.md): `Engine.feed_all` gives the steps `feed` gives, leaves the same states,
+    and the only records it yields no step for are ones `feed` counts ("counted", nothing else), which it
+    tallies per deployment."""
+    policy = case.policy
+    records = _dense(case, rnd)
+    general = Engine(policy)
+    expected = [general.feed(rec) for rec in records]
+    fast = Engine(policy)
+    yielded = iter(fast.feed_all(records))
+    skipped: defaultdict[str, int] = defaultdict(int)
+    nxt = next(yielded, None)
+    for rec, step in zip(records, expected, strict=True):
+        if nxt is not None and nxt[0] is rec:
+            assert step_json(nxt[1]) == step_json(step)
+            assert nxt[1].suppressed == step.suppressed
+            nxt = next(yielded, None)
+        else:
+            assert step == Step(Disposition.COUNTED), (rec, step)
+            assert type(rec) is schemas.Outcome
+            skipped[rec.deployment_id] += 1
+    assert nxt is None
+    assert {d: s.counted for d, s in fast.states.items() if s.counted} == dict(skipped)
+    assert _state_json(fast) == _state_json(general)
+    assert fast.ejections == general.ejections
