@@ -21,7 +21,7 @@ OUT = Path(__file__).parent / "out"
 
 _CHILD = """
 import json, resource, sys, time
-from coolant.config import load_config
+from coolant.config.loader import load_config
 def rss_mb():
     with open("/proc/self/statm") as f:
         return int(f.read().split()[1]) * resource.getpagesize() / 2**20

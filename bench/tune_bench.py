@@ -22,9 +22,8 @@ import sys
 import time
 from pathlib import Path
 
-import yaml
-
 from coolant.config.loader import load_config
+from coolant.config.yaml_read import load_yaml
 from coolant.io.sources import read_lines
 from coolant.tuning.grid import build_grid, parse_axis
 from coolant.tuning.runner import GridRun, default_jobs
@@ -57,7 +56,7 @@ def main() -> None:
         subprocess.run([sys.executable, str(gen), "--records", str(a.records), "--out", str(OUT)], check=True)
 
     load_config(config)  # validates, as the command does
-    raw = yaml.safe_load(config.read_text())
+    raw = load_yaml(config.read_text())
     points = build_grid(raw, [parse_axis(g) for g in GRID], str(config))
 
     started = time.perf_counter()

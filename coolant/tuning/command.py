@@ -13,7 +13,6 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
-import yaml
 from rich.console import Console
 from rich.progress import (
     BarColumn,
@@ -27,6 +26,7 @@ from rich.progress import (
 
 from coolant.config.errors import ConfigError
 from coolant.config.loader import load_config
+from coolant.config.yaml_read import load_yaml
 from coolant.io.sources import SourceError, check_readable, read_lines, total_size
 from coolant.tuning.grid import Axis, GridPoint, build_grid, identical, parse_axis
 from coolant.tuning.report import OBJECTIVES, Result, csv_text, json_bytes, rank, render_table, to_document
@@ -52,7 +52,7 @@ def _warn(console: Console, message: str) -> None:
 
 def _raw_config(path: Path) -> Any:
     # load_config has already read and validated this file; this is the raw map override() edits
-    return yaml.safe_load(path.read_text(encoding="utf-8"))
+    return load_yaml(path.read_text(encoding="utf-8"))
 
 
 def tune_command(
