@@ -16,7 +16,7 @@ from rich.progress import BarColumn, DownloadColumn, Progress, TimeRemainingColu
 from coolant.config.errors import ConfigError
 from coolant.config.loader import Config, load_config
 from coolant.io.connect import ConnectConfig, ConnectionFailed, redis_client, redis_problem, runtime_settings, safe_url
-from coolant.io.sources import SourceError, check_readable, read_blocks, total_size
+from coolant.io.sources import SourceError, check_readable, open_output, read_blocks, total_size
 from coolant.io.terminal import err, fail
 from coolant.replay.report import render_summary
 from coolant.replay.run import replay
@@ -81,10 +81,15 @@ def replay_command(
     cfg = load(config)
     try:
         check_readable(events)
+        flips = open_output(transitions_out) if transitions_out is not None else None
+        try:
+            sink = open_output(out) if out is not None else sys.stdout.buffer
+        except SourceError:
+            if flips is not None:
+                flips.close()
+            raise
     except SourceError as exc:
         raise fail(str(exc)) from None
-    sink = open(out, "wb") if out is not None else sys.stdout.buffer  # noqa: SIM115 - closed below
-    flips = open(transitions_out, "wb") if transitions_out is not None else None  # noqa: SIM115 - closed below
 
     def emit(cd: Cooldown) -> None:
         sink.write(encode(cd) + b"\n")

@@ -19,7 +19,8 @@ BLOCK_BYTES = 1 << 20
 
 
 class SourceError(CoolantError):
-    """A file that cannot be opened or read (a bad path, a corrupt gzip stream)."""
+    """A file that cannot be opened or read (a bad path, a corrupt gzip stream), or an output that cannot be
+    written."""
 
 
 def _open(path: str) -> tuple[BinaryIO, BinaryIO]:
@@ -33,6 +34,14 @@ def _open(path: str) -> tuple[BinaryIO, BinaryIO]:
     if path.endswith(".gz"):
         return gzip.GzipFile(fileobj=raw, mode="rb"), raw  # type: ignore[return-value]
     return raw, raw
+
+
+def open_output(path: os.PathLike[str] | str) -> BinaryIO:
+    """An output file for writing, opened before any work so a bad path fails first, with one line."""
+    try:
+        return open(path, "wb")
+    except OSError as exc:
+        raise SourceError(f"{os.fspath(path)}: cannot write: {exc.strerror or exc}") from None
 
 
 def check_readable(paths: list[str]) -> None:

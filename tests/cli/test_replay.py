@@ -24,6 +24,9 @@ import yaml
 from typer.testing import CliRunner, Result
 
 from coolant.cli.commands import app
+from coolant.config.loader import load_config
+from coolant.processors import Engine
+from coolant.schemas import decode, encode
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = ROOT / "examples"
@@ -316,3 +319,33 @@ def test_no_valid_record_exits_1_with_one_line(tmp_path: Path, content: bytes) -
     errors = error_lines(result.stderr)
     assert len(errors) == 1 and "no valid record" in errors[0], result.stderr
     assert result.stdout_bytes == b""
+
+
+@pytest.mark.parametrize("flag", ["--out", "--transitions-out"])
+def test_an_unwritable_output_exits_2_naming_it_before_replaying(flag: str, tmp_path: Path) -> None:
+    target = tmp_path / "no-such-dir" / "out.jsonl"
+    result = run(TRAFFIC, "--config", CONFIG, flag, target)
+    assert_error(result, str(target))
+    assert result.stdout == ""  # nothing replayed
+
+
+def test_transitions_out_writes_the_cores_transitions(tmp_path: Path) -> None:
+    """`--transitions-out`: one `coolant.health_transition/1` line per flip the core decides, counted in the
+    summary; cooldowns are unchanged by it."""
+    probes = [
+        {"schema": "coolant.health/1", "event_id": f"p{i}", "ts": 1_800_000_000.0 + i, "deployment_id": dep,
+         "model_group": "from-prober", "healthy": healthy, **({} if healthy else {"status_code": 500})}
+        for i, (dep, healthy) in enumerate([("a", True), ("a", True), ("a", False), ("b", False), ("a", True)])
+    ]
+    events = tmp_path / "events.jsonl"
+    events.write_bytes(TRAFFIC.read_bytes() + b"".join(json.dumps(p).encode() + b"\n" for p in probes))
+    flips, summary = tmp_path / "flips.jsonl", tmp_path / "summary.json"
+    result = run(events, "--config", CONFIG, "--transitions-out", flips, "--summary-json", summary, "--quiet")
+    assert result.exit_code == 0, result.stderr
+    engine = Engine(load_config(CONFIG).policy)
+    want = [s.transition for line in events.read_bytes().splitlines() if (s := engine.feed(decode(line))).transition]
+    assert flips.read_bytes() == b"".join(encode(t) + b"\n" for t in want if t is not None)
+    assert [(t.deployment_id, t.previous, t.healthy) for t in want if t is not None][-4:] == [
+        ("a", None, True), ("a", True, False), ("b", None, False), ("a", False, True)]
+    assert json.loads(summary.read_text())["health_transitions"] == len(want)
+    assert result.stdout_bytes == run(events, "--config", CONFIG, "--quiet").stdout_bytes
