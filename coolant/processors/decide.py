@@ -86,11 +86,11 @@ def decide(
     ps: PathState,
     failure: Failure,
     duration: float,
-    window: Window,
+    window: Window | None,
     counters: Window | None = None,
 ) -> Candidate | Skip:
     """M1-M4 then V2 or V1. `window` holds the V2 counts, `counters` the D7 view (None: off or health path);
-    V1 uses its own counters."""
+    V1 uses its own counters. A pod (PF2) has no window (None): only V2.2 and V2.3 on its counters decide."""
     group = entry.model_group
     status = failure.status
     assert status is not None  # the gate stopped null statuses
@@ -103,14 +103,14 @@ def decide(
     if router.allowed_fails is not None or router.allowed_fails_policy is not None:
         return _router_v1(policy, entry, ps, failure, duration)
     o = policy.options
-    reason = v2_reason(o, status, single, window.successes, window.failures)
+    reason = None if window is None else v2_reason(o, status, single, window.successes, window.failures)
     if counters is not None and reason in _NOT_BY_COUNTS:
         # D7: V2.2 and V2.3 also hold on LiteLLM's own counters; the window view was checked first, so every
         # decision it makes is unchanged, window included.
         by_counts = count_reason(o, single, counters.successes, counters.failures)
         if by_counts is not None:
             return Candidate(by_counts, duration, counters)
-    return Candidate(reason, duration, window) if reason is not None else Skip.BELOW_THRESHOLD
+    return Skip.BELOW_THRESHOLD if reason is None or window is None else Candidate(reason, duration, window)
 
 
 _NOT_BY_COUNTS = (None, "non_retryable")

@@ -19,7 +19,7 @@ from coolant.processors.dispositions import Disposition, Skip
 from coolant.processors.duration import provider_capped, request_duration, router_duration
 from coolant.processors.emit import admit, build
 from coolant.processors.health import transition
-from coolant.processors.policy import COUNTER_TTL, DeploymentEntry, Options, Policy
+from coolant.processors.policy import DeploymentEntry, Options, Policy
 from coolant.processors.state import DeploymentState, HealthState, PathState, PodCounters
 from coolant.schemas import Cooldown, Health, HealthTransition, Outcome, Record, Window
 
@@ -84,8 +84,7 @@ def step_outcome(policy: Policy, ps: PathState, rec: Outcome) -> Step:
     if rec.final is False and o.count_attempts == "final_only":  # O3
         return IGNORED
     ok = rec.ok
-    pre_call = rec.source == "pre_call_check"  # N2
-    if pre_call and ok:
+    if ok and rec.source == "pre_call_check":  # N2
         return IGNORED
     width = o.slot_width
     cell = ps.windows.get(k := windows.slot(ts, width))  # O5: count in the record's window
@@ -94,37 +93,19 @@ def step_outcome(policy: Policy, ps: PathState, rec: Outcome) -> Step:
     else:
         cell[not ok] += 1
     pod = None
-    if o.litellm_counters:  # LC2: the publisher's own counters, as that LiteLLM process keeps them
-        pod = ps.litellm.get(gateway := rec.gateway or "")
+    if o.litellm_counters:  # LC2: the publisher's own counters, as that LiteLLM process keeps them; a failure
+        pod = ps.litellm.get(gateway := rec.gateway or "")  # is counted before the decision reads it
         if pod is None:
             pod = ps.litellm[gateway] = PodCounters()
+        windows.bump(pod, ts, ok)
     if ok:
-        if pod is not None:  # `<id>:successes`, anchored at its first increment
-            if ts >= pod.s_anchor + COUNTER_TTL:
-                pod.s_anchor = ts
-                pod.s_count = 1
-            else:
-                pod.s_count += 1
         if ps.probation:
             ps.probation = False  # X7.2: a success ends probation
         return COUNTED if o.quota is None else _quota_step(policy, ps, rec)
-    if pod is not None:  # `<id>:fails`, counted before the decision reads it, as LiteLLM does
-        if ts >= pod.f_anchor + COUNTER_TTL:
-            pod.f_anchor = ts
-            pod.f_count = 1
-        else:
-            pod.f_count += 1
-    failure = Failure(429, "RateLimitError", ts) if pre_call else Failure(
-        rec.status_code, exception_name(rec.exception_type), ts
-    )
-    entry = policy.registry.get(rec.deployment_id)
-    duration = 0.0
-    if entry is not None:
-        duration = request_duration(policy, entry, rec.cooldown_time, rec.retry_after, ts)
-    skip = gate(policy, entry, failure, duration)
-    if skip is not None:
-        return Step(skip)
-    assert entry is not None
+    gated = failure_of(policy, rec)
+    if isinstance(gated, Skip):
+        return Step(gated)
+    entry, failure, duration = gated
     start, s, f = windows.counts(ps, ts, width)
     view = None if pod is None else windows.litellm_counts(pod, ts)
     verdict = decide(policy, entry, ps, failure, duration, Window(start, s, f), view)
@@ -136,6 +117,23 @@ def step_outcome(policy: Policy, ps: PathState, rec: Outcome) -> Step:
     if step.cooldown is not None and o.backoff is not None and o.backoff.probation:
         ps.probation = True  # X7.1
     return step
+
+
+def failure_of(policy: Policy, rec: Outcome) -> tuple[DeploymentEntry, Failure, float] | Skip:
+    """N1, N2, T1-T4 then G1-G7 for a failed outcome: (entry, failure, duration), or the gate's skip reason."""
+    ts = rec.ts
+    failure = Failure(429, "RateLimitError", ts) if rec.source == "pre_call_check" else Failure(
+        rec.status_code, exception_name(rec.exception_type), ts
+    )
+    entry = policy.registry.get(rec.deployment_id)
+    duration = 0.0
+    if entry is not None:
+        duration = request_duration(policy, entry, rec.cooldown_time, rec.retry_after, ts)
+    skip = gate(policy, entry, failure, duration)
+    if skip is not None:
+        return skip
+    assert entry is not None
+    return entry, failure, duration
 
 
 def _on_probation(o: Options, ps: PathState, ts: float) -> bool:
@@ -246,6 +244,13 @@ def eject(policy: Policy, active: ejection.GroupEjections, step: Step) -> Step:
     if cd is None or ejection.passes(policy, active, cd.deployment_id, cd.ts, cd.until):
         return replace(step, candidate=False)
     return Step(Disposition.SUPPRESSED, None, step.health, cd, step.transition)
+
+
+def emit_fresh(
+    o: Options, entry: DeploymentEntry, candidate: Candidate, rec: Outcome, failure: Failure
+) -> Cooldown | None:
+    """O9 on a path with no cooldown in force: the record a pod can make without the fleet's end (E1)."""
+    return _emit(o, entry, PathState(), candidate, rec, failure).cooldown
 
 
 class Engine:

@@ -22,28 +22,101 @@ What the worker emits for the same record then has the same `event_id`, `deploym
 Redis; `reason` and `window` are the fast path's best knowledge (the worker's window holds the fleet's counts,
 and a non-retryable failure may be a `failure_rate` there). Assumed, as everywhere in coolant: the pod's clock
 is within `late_after` of the fleet's (L1), and the pod reads the worker's config (same registry and options).
+
+PF (docs/windows.md §6): with D7 on, a pod that keeps its own LiteLLM counters (`OwnCounters`, fed every record
+it publishes, in publish order) also decides V2.2/V2.3 on them, which is what the worker does on that
+publisher's counters. X8 `recool_coalesce` switches the fast path off too: whether a re-cool is absorbed then
+depends on the cooldown in force fleet-wide, and the pod's copy could end up to S later than the worker's.
 """
 
 from __future__ import annotations
 
-from coolant.processors import ejection
-from coolant.processors.decide import retryable
-from coolant.processors.engine import step_outcome
-from coolant.processors.policy import Policy
-from coolant.processors.state import PathState
+from dataclasses import dataclass, field
+
+from coolant.processors import ejection, windows
+from coolant.processors.decide import decide, retryable
+from coolant.processors.dispositions import Skip
+from coolant.processors.engine import emit_fresh, failure_of, step_outcome
+from coolant.processors.policy import COUNTER_TTL, Policy
+from coolant.processors.state import NEG_INF, PathState, PodCounters
 from coolant.schemas import Cooldown, Outcome
+
+MAX_KEYS = 100_000
+"""(gateway, deployment) pairs a pod tracks at most (PF5); past that its D7 fast path stops, with a warning."""
+
+
+@dataclass(slots=True)
+class OwnCounters:
+    """PF1: a pod's own D7 counters, per (gateway, deployment), plus the newest ts it published (its own L1)."""
+
+    counters: dict[tuple[str, str], PodCounters] = field(default_factory=dict)
+    hw: float = NEG_INF
+    gc_next: float = NEG_INF
+    off: str | None = None
+    """Why the counters are no longer the worker's (PF4, PF5); once set they are never used again."""
+    max_keys: int = MAX_KEYS
 
 
 def fleet_dependent(policy: Policy) -> bool:
-    """True when the options make every cooldown depend on fleet state (X2 backoff, X3 ejection)."""
+    """True when the options make every cooldown depend on fleet state (X2 backoff, X3 ejection, X8 coalescing)."""
     o = policy.options
-    return o.backoff is not None or ejection.enabled(o)
+    return o.backoff is not None or ejection.enabled(o) or o.recool_coalesce is not None
 
 
-def prefetch(policy: Policy, rec: Outcome) -> Cooldown | None:
-    """The cooldown the worker will emit for `rec` whatever the fleet's state, else None."""
+def count_own(policy: Policy, own: OwnCounters, rec: Outcome) -> PodCounters | None:
+    """PF1-PF2: count one record the pod published as the worker counts it for its publisher (O1, O3, N2, LC2,
+    LC5); the counters after it, or None when the worker will not count it or the counters are incomplete."""
+    o = policy.options
+    ts = rec.ts
+    if own.off is not None or not o.litellm_counters:
+        return None
+    if own.hw - ts > o.late_after:  # PF4: the pod's clock went back; what it discarded may be needed again
+        own.off = f"a record {own.hw - ts:.0f} s older than the newest one (late_after {o.late_after:g} s)"
+        return None
+    if (rec.final is False and o.count_attempts == "final_only") or (rec.ok and rec.source == "pre_call_check"):
+        return None
+    if ts > own.hw:
+        own.hw = ts
+        if ts >= own.gc_next:  # PF5: once per minute of ts, as L3 does
+            own.gc_next = (ts // 60 + 1) * 60
+            _discard(own, ts - o.late_after)
+    key = (rec.gateway or "", rec.deployment_id)
+    pod = own.counters.get(key)
+    if pod is None:
+        if len(own.counters) >= own.max_keys:
+            _discard(own, own.hw - o.late_after)
+            if len(own.counters) >= own.max_keys:
+                own.off = f"more than {own.max_keys} deployments with live counters"
+                return None
+        pod = own.counters[key] = PodCounters()
+    windows.bump(pod, ts, rec.ok)
+    return pod
+
+
+def _discard(own: OwnCounters, horizon: float) -> None:
+    """LC5 on the pod's clock: counters every record the pod can still publish in time would re-anchor."""
+    for key in [k for k, c in own.counters.items() if max(c.s_anchor, c.f_anchor) + COUNTER_TTL <= horizon]:
+        del own.counters[key]
+
+
+def by_own_counters(policy: Policy, rec: Outcome, pod: PodCounters) -> Cooldown | None:
+    """PF2: V2.2 or V2.3 on the publisher's own counters (LC3, LC4), after the gate and mode (no window)."""
+    gated = failure_of(policy, rec)
+    if isinstance(gated, Skip):
+        return None
+    entry, failure, duration = gated
+    verdict = decide(policy, entry, PathState(), failure, duration, None, windows.litellm_counts(pod, rec.ts))
+    if isinstance(verdict, Skip) or verdict.reason not in ("total_outage", "failure_rate"):
+        return None  # V1 (its counters are the fleet's) or below threshold
+    return emit_fresh(policy.options, entry, verdict, rec, failure)
+
+
+def prefetch(policy: Policy, rec: Outcome, own: OwnCounters | None = None) -> Cooldown | None:
+    """The cooldown the worker will emit for `rec` whatever the fleet's state, else None. With `own` (every
+    record the pod publishes goes through here, in publish order) also PF2's decisions on the pod's counters."""
     if fleet_dependent(policy):
         return None
+    pod = None if own is None else count_own(policy, own, rec)
     if rec.ok:  # only X6 cools on a success, and only from what the record announces
         if policy.options.quota is None or rec.ratelimit is None:
             return None
@@ -51,11 +124,11 @@ def prefetch(policy: Policy, rec: Outcome) -> Cooldown | None:
         return cd if cd is not None and cd.reason == "quota_exhausted" else None
     cd = step_outcome(policy, PathState(), rec).cooldown
     if cd is None:
-        return None
+        return None if pod is None else by_own_counters(policy, rec, pod)
     if cd.reason == "allowed_fails":  # counted 1 on a fresh counter and cooled: the threshold is 0 (or less)
         return cd
     status = cd.status_code
     assert status is not None  # the gate stops null statuses
     if (status == 429 and not policy.single(cd.model_group)) or not retryable(status):
         return cd
-    return None  # total_outage or failure_rate on one record: the fleet's window decides
+    return None if pod is None else by_own_counters(policy, rec, pod)

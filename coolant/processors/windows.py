@@ -2,7 +2,7 @@
 
 State is `{slot index: [successes, failures]}` where a slot is a whole 60 s window (tumbling)
 or a 5 s bucket (sliding); `Options.slot_width` says which. The D7 counters are one `PodCounters`
-per publishing gateway (`PathState.litellm`). The engine counts both inline (hot path).
+per publishing gateway (`PathState.litellm`), counted by `bump` (LC2) in the engine and in the pod (PF, prefetch).
 """
 
 from __future__ import annotations
@@ -32,6 +32,21 @@ def counts(ps: PathState, ts: float, width: int) -> tuple[float, int, int]:
             s += cell[0]
             f += cell[1]
     return float(first * width), s, f
+
+
+def bump(pod: PodCounters, ts: float, ok: bool) -> None:
+    """LC2: one counted record into a publisher's counters."""
+    if ok:
+        if ts >= pod.s_anchor + COUNTER_TTL:
+            pod.s_anchor = ts
+            pod.s_count = 1
+        else:
+            pod.s_count += 1
+    elif ts >= pod.f_anchor + COUNTER_TTL:
+        pod.f_anchor = ts
+        pod.f_count = 1
+    else:
+        pod.f_count += 1
 
 
 def litellm_counts(pod: PodCounters, ts: float) -> Window:

@@ -11,14 +11,15 @@ from typing import Any
 
 import pytest
 from hypothesis import given
-from test_properties import SETTINGS, Case, cases
+from hypothesis import strategies as st
+from test_properties import SETTINGS, Case, cases, topologies
 from vectors_support import T0
 
 from coolant import schemas
 from coolant.config.loader import parse_config
 from coolant.io.materializer import litellm_value
 from coolant.processors import Engine, Policy
-from coolant.processors.prefetch import prefetch
+from coolant.processors.prefetch import OwnCounters, prefetch
 from coolant.schemas import Cooldown, Outcome
 
 SAME = ("event_id", "deployment_id", "model_group", "ts", "until", "cooldown_time", "status_code",
@@ -26,12 +27,24 @@ SAME = ("event_id", "deployment_id", "model_group", "ts", "until", "cooldown_tim
 """The fields a prefetched cooldown shares with the worker's (reason and window may differ, see prefetch)."""
 
 
-def check_against_engine(policy: Policy, records: list[Outcome | schemas.Health]) -> int:
-    """Feeds both; returns how many records the pod prefetched."""
+def published(policy: Policy, records: list[Outcome | schemas.Health]) -> list[Outcome | schemas.Health]:
+    """The records as pods publish them (PF3): the generator's redeliveries and records the worker finds late
+    (another pod's clock far ahead) are dropped. Dropping them changes none of the worker's other steps."""
+    engine = Engine(policy)
+    return [rec for rec in records if engine.feed(rec).disposition not in ("late", "duplicate")]
+
+
+def check_against_engine(policy: Policy, records: list[Outcome | schemas.Health], *, own: bool = False) -> int:
+    """Feeds both; returns how many records the pod prefetched. With `own`, each gateway is a pod keeping its
+    own D7 counters (PF1) over every record it publishes."""
     engine = Engine(policy)
     fetched = 0
+    pods: dict[str, OwnCounters] = {}
     for rec in records:
-        pod = prefetch(policy, rec) if isinstance(rec, Outcome) else None
+        pod = None
+        if isinstance(rec, Outcome):
+            counters = pods.setdefault(rec.gateway or "", OwnCounters()) if own else None
+            pod = prefetch(policy, rec, counters)
         step = engine.feed(rec)
         if pod is None:
             continue
@@ -54,6 +67,52 @@ def check_against_engine(policy: Policy, records: list[Outcome | schemas.Health]
 @given(cases())
 def test_prefetch_never_decides_what_the_worker_would_not(case: Case) -> None:
     check_against_engine(case.policy, case.records)
+
+
+POD_PRESETS = ("default", "sliding", "counters_off", "router_cooldown", "overwrite", "final_only", "health",
+               "tuned", "quota_overwrite", "coalesce")
+"""The presets under which a pod may decide (plus `coalesce`, which must switch it off)."""
+
+
+@st.composite
+def incidents(draw: st.DrawFn) -> Case:
+    """Streams where D7 decides often: 1-3 deployments, 2 pods, failure rates near 50 %, minute boundaries and
+    counter expiries crossed, out-of-order records, retries, pre-call checks and record durations."""
+    preset, config, members, with_policy = draw(topologies(POD_PRESETS))
+    deps = sorted(members)
+    t = T0 + draw(st.integers(0, 59))
+    fail_share = draw(st.integers(3, 8))  # in tenths
+    records: list[Outcome | schemas.Health] = []
+    hot = draw(st.sampled_from(deps))  # most records go to one deployment, so its pods' counters fill
+    for i in range(draw(st.integers(20, 120))):
+        t += 61 if draw(st.integers(0, 19)) == 0 else draw(st.sampled_from([0.1, 0.5, 0.5, 1, 1, 2, 3, 7]))
+        ts = t - draw(st.sampled_from([0] * 6 + [0.5, 3, 30]))
+        dep = hot if draw(st.integers(0, 3)) else draw(st.sampled_from(deps))
+        ok = draw(st.integers(0, 9)) >= fail_share
+        status = 200 if ok else draw(st.sampled_from([500, 500, 502, 503, 408, 429, 401, 500, None]))
+        d: dict[str, Any] = {"schema": schemas.OUTCOME_SCHEMA, "event_id": f"e{i}", "ts": ts, "deployment_id": dep,
+                             "model_group": members[dep], "ok": ok, "status_code": status,
+                             "gateway": draw(st.sampled_from(["pod-a", "pod-b"]))}
+        if draw(st.integers(0, 5)) == 0:
+            d.update(attempt=1, final=draw(st.booleans()))
+        if draw(st.integers(0, 15)) == 0:
+            d["source"] = "pre_call_check"
+        if not ok and draw(st.integers(0, 6)) == 0:
+            d[draw(st.sampled_from(["retry_after", "cooldown_time"]))] = draw(st.sampled_from(["9", "2.5"]))
+            if "cooldown_time" in d:
+                d["cooldown_time"] = float(d["cooldown_time"])
+        rec = schemas.from_dict(d)
+        assert isinstance(rec, Outcome)
+        records.append(rec)
+    return Case(preset, config, members, with_policy, records)
+
+
+@SETTINGS
+@given(st.one_of(cases(), incidents()))
+def test_a_pods_own_counters_never_decide_what_the_worker_would_not(case: Case) -> None:
+    """PF: each pod counts what it publishes; every cooldown it decides on its counters is the worker's."""
+    policy = case.policy
+    check_against_engine(policy, published(policy, case.records), own=True)
 
 
 def policy_of(router: dict[str, Any] | None = None, coolant: dict[str, Any] | None = None,
