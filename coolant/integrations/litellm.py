@@ -75,7 +75,7 @@ from coolant.integrations.litellm_cooldowns import CooldownFeed, LocalCooldowns,
 from coolant.integrations.ratelimit_headers import logged_headers, quota_fields
 from coolant.io.materializer import RedisSink
 from coolant.processors.policy import Policy
-from coolant.processors.prefetch import prefetch
+from coolant.processors.prefetch import OwnCounters, prefetch
 from coolant.publish import Publisher, SyncPublisher
 from coolant.schemas import Cooldown, Outcome, RateLimit
 
@@ -470,6 +470,9 @@ class CoolantCallback(CustomLogger):
         self._redis_url_arg, self._redis_prefix_arg = redis_url, redis_key_prefix
         self._fast: _FastConfig | None = None
         self._fast_resolved = False
+        self._own = OwnCounters()  # PF1: this process's LiteLLM counters, as the worker keeps them for it
+        self._own_lock = threading.Lock()
+        self._warned_own = False
         self._overlays: list[LocalCooldowns] = []
         self._proxy_router: Any = None
         self._redis: _LoopRedis | None = None
@@ -480,14 +483,12 @@ class CoolantCallback(CustomLogger):
     # -- LiteLLM's hooks: sync requests (Router.completion) --
 
     def log_success_event(self, kwargs: Any, response_obj: Any, start_time: Any, end_time: Any) -> None:
-        record = self._handle(kwargs, start_time, end_time, True, self._sync_sink)
-        if record is not None and record.ratelimit is not None and self._cool_here(record) is not None:
-            self._count("unwritten")  # no event loop of ours here: the worker writes Redis
+        if self._handle(kwargs, start_time, end_time, True, self._sync_sink) is not None:
+            self._count("unwritten")  # a cooldown, but no event loop of ours here: the worker writes Redis
 
     def log_failure_event(self, kwargs: Any, response_obj: Any, start_time: Any, end_time: Any) -> None:
-        record = self._handle(kwargs, start_time, end_time, False, self._sync_sink)
-        if record is not None and self._cool_here(record) is not None:
-            self._count("unwritten")  # no event loop of ours here: the worker writes Redis
+        if self._handle(kwargs, start_time, end_time, False, self._sync_sink) is not None:
+            self._count("unwritten")  # a cooldown, but no event loop of ours here: the worker writes Redis
 
     # -- async requests (Router.acompletion, the proxy) --
 
@@ -538,18 +539,34 @@ class CoolantCallback(CustomLogger):
                 self._fast_resolved = True
         return self._fast
 
-    def _cool_here(self, record: Outcome) -> Cooldown | None:
-        """The fast path: a cooldown this record alone decides, applied to this pod's routers at once."""
+    def _publish(self, sink: _Sink, record: Outcome) -> tuple[bool, Cooldown | None]:
+        """Publish, then the fast path: (accepted, the cooldown the pod decides for the record). The pod's own
+        D7 counters (PF1) count every accepted record, in the order the publisher took them (one lock)."""
         fast = self._fast_config()
-        if fast is None or fast.policy is None or (record.ok and record.ratelimit is None):
-            return None
-        cd = prefetch(fast.policy, record)
-        if cd is None:
-            return None
+        policy = None if fast is None else fast.policy
+        if policy is None:
+            return sink.publish(record), None
+        own = self._own
+        with self._own_lock:
+            if not sink.publish(record):
+                return False, None
+            if own.off is None or not (record.ok and record.ratelimit is None):
+                cd = prefetch(policy, record, own)
+                if own.off is not None and not self._warned_own:
+                    self._warned_own = True
+                    log.warning("coolant: fast path on the pod's own counters off (%s); the worker decides "
+                                "V2.2/V2.3 alone", own.off)
+            else:
+                cd = None
+        if cd is not None:
+            self._cool_here(cd)
+        return True, cd
+
+    def _cool_here(self, cd: Cooldown) -> None:
+        """The fast path's cooldown, applied to this pod's routers at once."""
         for overlay in self._targets():
             overlay.apply_cooldown(cd)
         self._count("prefetched")
-        return cd
 
     def _loop_redis(self) -> _LoopRedis | None:
         """This loop's Redis client, sink and feed (made on first use; a new loop gets new ones)."""
@@ -748,23 +765,22 @@ class CoolantCallback(CustomLogger):
         except Exception:
             self._failed()
             return
-        record = self._handle(kwargs, start_time, end_time, ok, lambda: sink)
-        if record is None or (ok and record.ratelimit is None):  # a success cools only by X6 quota
+        cd = self._handle(kwargs, start_time, end_time, ok, lambda: sink)
+        if cd is None:
             return
         try:
-            cd = self._cool_here(record)
-            if cd is not None:
-                if lr is None:
-                    self._count("unwritten")
-                else:
-                    self._write_soon(lr, cd)
+            if lr is None:
+                self._count("unwritten")
+            else:
+                self._write_soon(lr, cd)
         except Exception:
             self._failed()
 
     def _handle(self, kwargs: Any, start_time: Any, end_time: Any, ok: bool,
-                sink_for: Callable[[], _Sink | None]) -> Outcome | None:
-        """Build and publish; never raises, never waits (publish only appends to a bounded buffer). Returns the
-        record if the publisher took it: only then may the fast path act on it (the worker will see it)."""
+                sink_for: Callable[[], _Sink | None]) -> Cooldown | None:
+        """Build, publish, and the fast path; never raises, never waits (publish only appends to a bounded buffer).
+        Returns the cooldown the fast path applied, if any: it acts only on records the publisher took (the
+        worker will see them)."""
         try:
             sink = sink_for()
             if sink is None:
@@ -775,9 +791,10 @@ class CoolantCallback(CustomLogger):
                 return None
             record = build_outcome(_mapping(kwargs), start_time, end_time, ok=ok, gateway=self._gateway,
                                    attempts=self._attempts)
-            if sink.publish(record):
+            accepted, cd = self._publish(sink, record)
+            if accepted:
                 self._count("published")
-                return record
+                return cd
             self._count("dropped")
         except _Skip as skip:
             self._count(skip.counter)

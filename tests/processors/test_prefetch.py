@@ -158,6 +158,7 @@ def spent(dep: str = "g0-0", remaining: int = 0, **fields: Any) -> Outcome:
     (policy_of({"disable_cooldowns": True}), failure(429), False),                  # G4
     (policy_of(coolant={"backoff": {}}), failure(429), False),                      # X2: the fleet's streak
     (policy_of(coolant={"max_ejection_percent": 50}), failure(429), False),         # X3: the fleet's cooldowns
+    (policy_of(coolant={"recool_coalesce": 1}), failure(429), False),               # X8: the cooldown in force
     (policy_of(), failure(429, dep="dx-0"), False),                                 # R6: unknown deployment
     (policy_of(cooldown_time=0), failure(429), False),                              # G5
     (policy_of(coolant={"quota": {}}), spent(), True),                              # X6: the record announces it
@@ -196,3 +197,52 @@ def test_a_storm_of_429s_matches_record_for_record() -> None:
             assert isinstance(ok, Outcome)
             records.append(ok)
     assert check_against_engine(policy, records) == sum(1 for r in records if isinstance(r, Outcome) and not r.ok)
+
+
+def outcome(n: int, ts: float, ok: bool, gateway: str = "pod-a", dep: str = "g0-0", **fields: Any) -> Outcome:
+    rec = schemas.from_dict({"schema": schemas.OUTCOME_SCHEMA, "event_id": f"{gateway}-{n}", "ts": T0 + ts,
+                             "deployment_id": dep, "model_group": dep.split("-")[0], "ok": ok,
+                             "status_code": 200 if ok else 500, "gateway": gateway, **fields})
+    assert isinstance(rec, Outcome)
+    return rec
+
+
+def mid_minute(gateway: str = "pod-a", **fields: Any) -> list[Outcome | schemas.Health]:
+    """PV1: 4 successes at T0+25..28, then 500s at T0+30..34 from one pod: 5/9 on its counters at the 5th."""
+    return [outcome(i, 25 + i, True, gateway) for i in range(4)] + [
+        outcome(10 + i, 30 + i, False, gateway, **fields) for i in range(5)]
+
+
+@pytest.mark.parametrize(("policy", "records", "decided"), [
+    (policy_of(), mid_minute(), 1),                                                   # PV1
+    (policy_of(coolant={"litellm_counters": False}), mid_minute(), 0),                # PV2: D7 off
+    (policy_of(coolant={"recool_coalesce": 1}), mid_minute(), 0),                     # PV3: X8, fast path off
+    (policy_of(coolant={"count_attempts": "final_only"}), mid_minute(attempt=0, final=False), 0),  # PV4: O3
+    (policy_of({"allowed_fails": 3}), mid_minute(), 0),                               # PV5: V1 counts fleet-wide
+    (policy_of(sizes=(1,)), mid_minute(), 0),                                         # PV6: lone: V2.2 only
+    (policy_of(), [outcome(i, 55 + i, True, "pod-a") for i in range(5)]               # PV7: pod b's own 0/5,
+     + [outcome(10 + i, 57 + i, False, "pod-b") for i in range(5)], 1),               # the window's 5/10
+    (policy_of(), [outcome(0, 200, True), outcome(1, 0, True), *mid_minute()], 0),    # PV8: the clock went back
+])
+def test_which_streams_a_pods_counters_decide(policy: Policy, records: list[Outcome | schemas.Health],
+                                              decided: int) -> None:
+    """The vectors of docs/windows.md §6 (PV1-PV8): how many cooldowns the pods decide on their own counters,
+    each one the worker's (same id, end and LiteLLM value)."""
+    own = OwnCounters()
+    base = sum(prefetch(policy, r) is not None for r in records if isinstance(r, Outcome))
+    assert check_against_engine(policy, records, own=True) - base == decided
+    pods = [prefetch(policy, r, own) for r in records if isinstance(r, Outcome)]
+    assert len(pods) - pods.count(None) == base + decided
+
+
+def test_coalescing_would_make_a_pods_copy_outlast_the_workers() -> None:
+    """Why X8 switches the fast path off: a second 429 0.5 s later is absorbed by the worker (it would extend by
+    less than 1 s), so a pod that cooled it itself would hold, and write to Redis, a cooldown 0.5 s longer."""
+    policy = policy_of({"cooldown_time": 5}, coolant={"recool_coalesce": 1})
+    first, second = failure(429, n=0), schemas.from_dict({**schemas.to_dict(failure(429, n=1)), "ts": T0 + 0.5})
+    assert isinstance(second, Outcome)
+    engine = Engine(policy)
+    assert engine.feed(first).disposition == "cooled"
+    assert engine.feed(second).disposition == "absorbed"
+    assert engine.state("g0-0").request.end == T0 + 5  # the pod alone would have cooled until T0 + 5.5
+    assert prefetch(policy, second) is None
