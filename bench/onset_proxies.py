@@ -57,6 +57,7 @@ from tests.integration.harness import (  # noqa: E402
     delete_topics,
     free_port,
     read_topic,
+    wait_caught_up,
 )
 
 BOOTSTRAP = os.environ.get("KAFKA_BOOTSTRAP", "127.0.0.1:19092")
@@ -210,7 +211,13 @@ async def main_async(a: argparse.Namespace) -> None:
                 results.setdefault((onset, mode), []).append(failed)
             print(f"  onset :{onset:02d} run {rep + 1}: " + ", ".join(
                 f"{m} {f} failed of {n}" for m, (f, n) in zip(MODES, runs[1:], strict=True)), flush=True)
-        await asyncio.sleep(3.0)  # the last records reach the worker
+        await asyncio.sleep(3.0)  # the last records reach the worker, then it works through them
+        t_wait = time.monotonic()
+        try:
+            await wait_caught_up(BOOTSTRAP, f"{tag}-app", prefix + "outcomes", timeout=600)
+            print(f"worker caught up {time.monotonic() - t_wait:.0f} s after the last run")
+        except Exception as exc:  # report what there is
+            print(f"worker not caught up ({exc}); records per incident are incomplete")
         cooldowns = [orjson.loads(m.value) for m in await read_topic(BOOTSTRAP, prefix + "cooldowns")]
         report(a, tag, onsets, results, cooldowns)
     finally:
