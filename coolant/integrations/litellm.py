@@ -403,7 +403,8 @@ class CoolantCallback(CustomLogger):
     The fast path and the push (docs/litellm.md §6), on when a policy is known (`policy`, else the config file
     `config`, else `COOLANT_CONFIG`: the worker's config, so both decide alike):
     - a failure whose cooldown one record decides (`coolant.processors.prefetch`: a 429 in a group of several
-      deployments, a non-retryable status, a threshold-0 allowed-fails rule) is cooled in this pod's routers
+      deployments, a non-retryable status, a threshold-0 allowed-fails rule; and PF, V2.2/V2.3 on this
+      process's own LiteLLM counters, which it keeps over every record it publishes) is cooled in this pod's routers
       before the failure hook returns, so LiteLLM's retry or next request already routes around it; the async
       hooks then write it to Redis with the materializer's own never-shorten write (`redis_url`, else
       `COOLANT_REDIS_URL`; `redis_key_prefix`, else `COOLANT_REDIS_KEY_PREFIX`, else the config's), which

@@ -19,7 +19,7 @@ from coolant.processors.dispositions import Disposition, Skip
 from coolant.processors.duration import provider_capped, request_duration, router_duration
 from coolant.processors.emit import admit, build
 from coolant.processors.health import transition
-from coolant.processors.policy import DeploymentEntry, Options, Policy
+from coolant.processors.policy import COUNTER_TTL, DeploymentEntry, Options, Policy
 from coolant.processors.state import DeploymentState, HealthState, PathState, PodCounters
 from coolant.schemas import Cooldown, Health, HealthTransition, Outcome, Record, Window
 
@@ -97,7 +97,13 @@ def step_outcome(policy: Policy, ps: PathState, rec: Outcome) -> Step:
         pod = ps.litellm.get(gateway := rec.gateway or "")  # is counted before the decision reads it
         if pod is None:
             pod = ps.litellm[gateway] = PodCounters()
-        windows.bump(pod, ts, ok)
+        if not ok:
+            windows.bump(pod, ts, ok)
+        elif ts >= pod.s_anchor + COUNTER_TTL:  # `windows.bump` for a success, inlined: the replay hot path
+            pod.s_anchor = ts
+            pod.s_count = 1
+        else:
+            pod.s_count += 1
     if ok:
         if ps.probation:
             ps.probation = False  # X7.2: a success ends probation
