@@ -33,6 +33,7 @@ import sys
 import tempfile
 import time
 import uuid
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -118,8 +119,6 @@ async def run(fake: FakeOpenAI, mode: str, group: str, deps: list[str], switch: 
         for _ in range(PODS)
     ]
     failed = 0
-    total = 0
-    tasks: set[asyncio.Task[None]] = set()
     onset = start_at + a.warmup
 
     async def one(pod: int) -> None:
@@ -134,17 +133,24 @@ async def run(fake: FakeOpenAI, mode: str, group: str, deps: list[str], switch: 
         with contextlib.suppress(Exception):
             await r.acompletion(model=f"{group}-warmup", messages=MESSAGES)
     await asyncio.sleep(max(0.0, start_at - time.time()))
+    total = await paced(lambda i: one(i % PODS), a.rate, onset + a.incident)
+    return RunResult(failed, total)
+
+
+async def paced(call: Callable[[int], Awaitable[None]], rate: float, end: float) -> int:
+    """Start `call(0)`, `call(1)`, ... at `rate` per second until wall time `end`, then wait for all; how many."""
+    tasks: set[asyncio.Task[None]] = set()
+    total = 0
     next_at = time.monotonic()
-    end = onset + a.incident
     while time.time() < end:
-        task = asyncio.create_task(one(total % PODS))
+        task = asyncio.ensure_future(call(total))
         tasks.add(task)
         task.add_done_callback(tasks.discard)
         total += 1
-        next_at = max(next_at + 1.0 / a.rate, time.monotonic())  # a fixed pace, never a catch-up burst
+        next_at = max(next_at + 1.0 / rate, time.monotonic())  # a fixed pace, never a catch-up burst
         await asyncio.sleep(next_at - time.monotonic())
     await asyncio.gather(*tasks)
-    return RunResult(failed, total)
+    return total
 
 
 def next_start(onset: int, warmup: float, after: float) -> float:

@@ -47,7 +47,18 @@ sys.path.insert(0, str(ROOT / "tests" / "litellm"))
 sys.path.insert(0, str(ROOT / "bench"))
 
 import openai  # noqa: E402
-from onset_compare import incidents, model_list, next_start, run_ids, switch_of  # noqa: E402
+from onset_compare import (  # noqa: E402
+    BOOTSTRAP,
+    MODES,
+    PODS,
+    REDIS_URL,
+    incidents,
+    model_list,
+    next_start,
+    paced,
+    run_ids,
+    switch_of,
+)
 from support_litellm import MESSAGES, FakeOpenAI, deployment  # noqa: E402
 
 from tests.integration.harness import (  # noqa: E402
@@ -59,11 +70,6 @@ from tests.integration.harness import (  # noqa: E402
     read_topic,
     wait_caught_up,
 )
-
-BOOTSTRAP = os.environ.get("KAFKA_BOOTSTRAP", "127.0.0.1:19092")
-REDIS_URL = os.environ.get("REDIS_URL", "redis://127.0.0.1:16379/0")
-PODS = 3
-MODES = ("litellm", "coolant")
 
 
 class Proxy:
@@ -118,29 +124,19 @@ def proxy_config(path: Path, models: list[dict[str, Any]], mode: str, namespace:
 async def run(fake: FakeOpenAI, proxies: list[Proxy], group: str, start_at: float, a: argparse.Namespace
               ) -> tuple[int, int]:
     """Warm up from `start_at` (wall clock), then the incident; (failed requests after the onset, requests)."""
-    failed = total = 0
-    tasks: set[asyncio.Task[None]] = set()
+    failed = 0
     onset = start_at + a.warmup
 
     async def one(proxy: Proxy) -> None:
         nonlocal failed
         try:
-            await proxy.client.chat.completions.create(model=group, messages=MESSAGES)  # type: ignore[arg-type]
+            await proxy.client.chat.completions.create(model=group, messages=MESSAGES)
         except openai.APIError:
             if time.time() >= onset:
                 failed += 1
 
     await asyncio.sleep(max(0.0, start_at - time.time()))
-    next_at = time.monotonic()
-    end = onset + a.incident
-    while time.time() < end:
-        task = asyncio.create_task(one(proxies[total % PODS]))
-        tasks.add(task)
-        task.add_done_callback(tasks.discard)
-        total += 1
-        next_at = max(next_at + 1.0 / a.rate, time.monotonic())  # a fixed pace, never a catch-up burst
-        await asyncio.sleep(next_at - time.monotonic())
-    await asyncio.gather(*tasks)
+    total = await paced(lambda i: one(proxies[i % PODS]), a.rate, onset + a.incident)
     return failed, total
 
 
@@ -188,7 +184,7 @@ async def main_async(a: argparse.Namespace) -> None:
             for p in proxies:
                 await p.wait_ready()
                 for _ in range(3):
-                    await p.client.chat.completions.create(model=f"{tag}-{mode}-warmup", messages=MESSAGES)  # type: ignore[arg-type]
+                    await p.client.chat.completions.create(model=f"{tag}-{mode}-warmup", messages=MESSAGES)
         print(f"worker and {2 * PODS} proxies ready after {time.monotonic() - t_start:.0f} s; {a.rate:g} requests/s "
               f"over {PODS} proxies per side; C fails from the onset for {a.incident:g} s after {a.warmup:g} s of "
               f"warm-up; coolant pods: {a.coolant}; worker recool_coalesce {a.coalesce}; logs in {workdir}",
@@ -205,12 +201,14 @@ async def main_async(a: argparse.Namespace) -> None:
                 await asyncio.sleep(max(0.0, start_at + a.warmup - time.time()))
                 fake.failing.add(switch)
 
-            runs = await asyncio.gather(incident(), *(
+            switched = asyncio.ensure_future(incident())
+            runs = await asyncio.gather(*(
                 run(fake, sides[mode], run_ids(tag, onset, rep, mode)[0], start_at, a) for mode in MODES))
-            for mode, (failed, _) in zip(MODES, runs[1:], strict=True):
+            await switched
+            for mode, (failed, _) in zip(MODES, runs, strict=True):
                 results.setdefault((onset, mode), []).append(failed)
             print(f"  onset :{onset:02d} run {rep + 1}: " + ", ".join(
-                f"{m} {f} failed of {n}" for m, (f, n) in zip(MODES, runs[1:], strict=True)), flush=True)
+                f"{m} {f} failed of {n}" for m, (f, n) in zip(MODES, runs, strict=True)), flush=True)
         await asyncio.sleep(3.0)  # the last records reach the worker, then it works through them
         t_wait = time.monotonic()
         try:
