@@ -19,7 +19,9 @@ side by side on the same upstream switch, with their own deployments:
 Event time is the wall clock (the callback stamps each record), so the onset second is the one the minute window
 sees. Prints, per onset, the failed requests of each run, and for coolant the cooldown records per incident (an
 incident: a record that starts a cooldown plus the records extending it while it is in force), live and replayed
-through the policy without X8. Not the 3 proxy processes of issue 17: Routers in one process (see README).
+through the policy without X8. Not the 3 proxy processes of issue 17: Routers in one process, and the callback
+has no config and no Redis URL, so no fast path (PF) and no push; `bench/onset_proxies.py` is the benchmark
+with real proxies, PF and the push (docs/windows.md §6).
 """
 
 from __future__ import annotations

@@ -10,6 +10,7 @@ what the worker alone would have left.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 import uuid
 from typing import Any
@@ -17,7 +18,7 @@ from urllib.parse import urlparse
 
 import pytest
 import yaml
-from support_litellm import MESSAGES, deployment
+from support_litellm import MESSAGES, FakeOpenAI, deployment
 
 litellm = pytest.importorskip("litellm")
 
@@ -97,6 +98,56 @@ async def test_the_worker_emits_the_fast_paths_cooldown_once_and_redis_ends_up_t
             await asyncio.sleep(0.2)
         again = [c for c in await read_json(kafka_bootstrap, case.cooldowns) if c["deployment_id"] == bad]
         assert [c["event_id"] for c in again] == [pod.event_id]
+    finally:
+        litellm.callbacks = saved
+        litellm.logging_callback_manager.remove_callback_from_all_lists(cb)
+        await cb.aclose()
+        await publisher.stop(5)
+
+
+async def test_a_pods_own_counters_cool_a_failing_deployment_before_the_worker_and_as_the_worker_does(
+    case: Case, kafka_bootstrap: str, redis_url: str, fake: FakeOpenAI
+) -> None:
+    """PF (docs/windows.md §6): 500s are no one-record decision, but the pod counts every record it publishes;
+    at the failure that makes its own counters cross, it cools the deployment itself, and the worker's cooldown
+    for that record has the same id and end."""
+    u = urlparse(redis_url)
+    if u.password or u.path not in ("", "/", "/0"):
+        pytest.skip("these tests hand LiteLLM a bare host and port")
+    group = f"pf-{uuid.uuid4().hex[:8]}"
+    bad = f"{group}-bad"
+    models = [deployment(bad, group, fake.base("err")), deployment(f"{group}-ok1", group, fake.base("ok")),
+              deployment(f"{group}-ok2", group, fake.base("ok"))]
+    case.config.write_text(yaml.safe_dump({"model_list": models, "router_settings": {"cooldown_time": 60}}))
+    worker = await case.worker("pf", kafka_bootstrap, redis_url=redis_url)
+    await worker.wait_ready()
+    router = litellm.Router(model_list=models, redis_host=u.hostname, redis_port=u.port, num_retries=0,
+                            cache_kwargs={"namespace": case.key_prefix.rstrip(":")}, disable_cooldowns=True)
+    from coolant.publish import Publisher
+
+    publisher = Publisher(kafka_bootstrap, topic_prefix=case.prefix)
+    await publisher.start()
+    keep = Keep(publisher)
+    cb = CoolantCallback(publisher=keep, config=case.config, redis_url=redis_url, redis_key_prefix=case.key_prefix,
+                         routers=[router], gateway="pod-a")
+    saved = list(litellm.callbacks)
+    litellm.callbacks = [cb]
+    try:
+        while cb.stats.prefetched == 0:  # until the pod's own counters cross (the 5th failure: 5 of 5)
+            with contextlib.suppress(litellm.InternalServerError):
+                await router.acompletion(model=group, messages=MESSAGES)
+        failures = [r for r in keep.records if not r.ok and r.deployment_id == bad]
+        assert len(failures) == 5
+        picked = {(await router.select(group, {}, kind="pick"))["model_info"]["id"] for _ in range(30)}
+        assert bad not in picked  # cooled in the pod
+        await publisher.flush(10)
+        deadline = time.monotonic() + 30
+        while not (emitted := [c for c in await read_json(kafka_bootstrap, case.cooldowns)
+                               if c["deployment_id"] == bad]):
+            assert time.monotonic() < deadline, "the worker emitted no cooldown\n" + worker.log_tail()
+            await asyncio.sleep(0.2)
+        assert emitted[0]["trigger_event_id"] == failures[-1].event_id
+        assert emitted[0]["until"] == failures[-1].ts + 60
     finally:
         litellm.callbacks = saved
         litellm.logging_callback_manager.remove_callback_from_all_lists(cb)
