@@ -133,9 +133,12 @@ async def test_a_pods_own_counters_cool_a_failing_deployment_before_the_worker_a
     saved = list(litellm.callbacks)
     litellm.callbacks = [cb]
     try:
-        while cb.stats.prefetched == 0:  # until the pod's own counters cross (the 5th failure: 5 of 5)
+        for _ in range(300):  # until the pod's own counters cross (the 5th failure: 5 of 5)
             with contextlib.suppress(litellm.InternalServerError):
                 await router.acompletion(model=group, messages=MESSAGES)
+            if cb.stats.prefetched:
+                break
+        assert cb.stats.prefetched == 1, cb.stats
         failures = [r for r in keep.records if not r.ok and r.deployment_id == bad]
         assert len(failures) == 5
         picked = {(await router.select(group, {}, kind="pick"))["model_info"]["id"] for _ in range(30)}
