@@ -289,19 +289,28 @@ def fmt(per_incident: list[int]) -> str:
     return f"max {max(per_incident)}, mean {statistics.mean(per_incident):.1f} ({len(per_incident)})"
 
 
-def main() -> None:
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+def incident_args(doc: str | None, coalesce: float) -> argparse.ArgumentParser:
+    """The options both onset benchmarks share (onsets, runs, rate, warm-up, incident, X8)."""
+    p = argparse.ArgumentParser(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--onsets", default="1,15,30,45,59", help="seconds of the minute at which C starts failing")
     p.add_argument("--repeat", type=int, default=2, help="runs per onset")
     p.add_argument("--rate", type=float, default=30.0, help="requests per second, all pods together")
     p.add_argument("--warmup", type=float, default=10.0, help="seconds of successes before the onset")
     p.add_argument("--incident", type=float, default=30.0, help="seconds C fails, counted from the onset")
-    p.add_argument("--coalesce", type=float, default=1.0,
-                   help="the worker's coolant.recool_coalesce (X8), seconds; 0 for off")
+    p.add_argument("--coalesce", type=float, default=coalesce,
+                   help=f"the worker's coolant.recool_coalesce (X8), seconds; 0 for off (default {coalesce:g})")
+    return p
+
+
+def parsed(p: argparse.ArgumentParser) -> argparse.Namespace:
     a = p.parse_args()
     if a.coalesce <= 0:
         a.coalesce = None
-    asyncio.run(main_async(a))
+    return a
+
+
+def main() -> None:
+    asyncio.run(main_async(parsed(incident_args(__doc__, 1.0))))
 
 
 if __name__ == "__main__":

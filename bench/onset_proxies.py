@@ -52,10 +52,12 @@ from onset_compare import (  # noqa: E402
     MODES,
     PODS,
     REDIS_URL,
+    incident_args,
     incidents,
     model_list,
     next_start,
     paced,
+    parsed,
     run_ids,
     switch_of,
 )
@@ -258,20 +260,10 @@ def report(a: argparse.Namespace, tag: str, onsets: list[int], results: dict[tup
 
 
 def main() -> None:
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--onsets", default="1,15,30,45,59", help="seconds of the minute at which C starts failing")
-    p.add_argument("--repeat", type=int, default=2, help="runs per onset")
-    p.add_argument("--rate", type=float, default=30.0, help="requests per second over the 3 proxies of a side")
-    p.add_argument("--warmup", type=float, default=10.0, help="seconds of successes before the onset")
-    p.add_argument("--incident", type=float, default=30.0, help="seconds C fails, counted from the onset")
+    p = incident_args(__doc__, 0.0)
     p.add_argument("--coolant", choices=("fast", "push"), default="fast",
                    help="fast: the pods read the worker's config (fast path, PF); push: the worker decides alone")
-    p.add_argument("--coalesce", type=float, default=0.0,
-                   help="the worker's coolant.recool_coalesce (X8), seconds; 0 (default) for off")
-    a = p.parse_args()
-    if a.coalesce <= 0:
-        a.coalesce = None
-    asyncio.run(main_async(a))
+    asyncio.run(main_async(parsed(p)))
 
 
 if __name__ == "__main__":

@@ -13,6 +13,7 @@ import asyncio
 import contextlib
 import time
 import uuid
+from collections.abc import AsyncIterator
 from typing import Any
 from urllib.parse import urlparse
 
@@ -26,7 +27,7 @@ from coolant.config.loader import load_config  # noqa: E402
 from coolant.integrations.litellm import CoolantCallback  # noqa: E402
 from coolant.processors.prefetch import prefetch  # noqa: E402
 from coolant.schemas import Outcome  # noqa: E402
-from tests.integration.harness import Case, group_lag, read_json, redis_mismatches  # noqa: E402
+from tests.integration.harness import Case, Worker, group_lag, read_json, redis_mismatches  # noqa: E402
 
 pytestmark = [pytest.mark.integration, pytest.mark.filterwarnings("ignore:.*ReadOnly.*:UserWarning")]
 
@@ -45,18 +46,16 @@ class Keep:
         return ok
 
 
-async def test_the_worker_emits_the_fast_paths_cooldown_once_and_redis_ends_up_the_workers(
-    case: Case, kafka_bootstrap: str, redis_url: str
-) -> None:
+@contextlib.asynccontextmanager
+async def pod_and_worker(case: Case, kafka_bootstrap: str, redis_url: str, models: list[dict[str, Any]], name: str
+                         ) -> AsyncIterator[tuple[Any, CoolantCallback, Keep, Worker]]:
+    """A worker on `models` (cooldown_time 60) and one pod: a Router with `disable_cooldowns` and the callback,
+    fast path on (the worker's config), publishing as gateway pod-a through a `Keep`."""
     u = urlparse(redis_url)
     if u.password or u.path not in ("", "/", "/0"):
         pytest.skip("these tests hand LiteLLM a bare host and port")
-    group = f"fw-{uuid.uuid4().hex[:8]}"
-    bad = f"{group}-bad"
-    models = [deployment(bad, group, mock="litellm.RateLimitError"), deployment(f"{group}-ok1", group, mock="hi"),
-              deployment(f"{group}-ok2", group, mock="hi")]
     case.config.write_text(yaml.safe_dump({"model_list": models, "router_settings": {"cooldown_time": 60}}))
-    worker = await case.worker("fw", kafka_bootstrap, redis_url=redis_url)
+    worker = await case.worker(name, kafka_bootstrap, redis_url=redis_url)
     await worker.wait_ready()
     router = litellm.Router(model_list=models, redis_host=u.hostname, redis_port=u.port, num_retries=0,
                             cache_kwargs={"namespace": case.key_prefix.rstrip(":")}, disable_cooldowns=True)
@@ -70,6 +69,22 @@ async def test_the_worker_emits_the_fast_paths_cooldown_once_and_redis_ends_up_t
     saved = list(litellm.callbacks)
     litellm.callbacks = [cb]
     try:
+        yield router, cb, keep, worker
+    finally:
+        litellm.callbacks = saved
+        litellm.logging_callback_manager.remove_callback_from_all_lists(cb)
+        await cb.aclose()
+        await publisher.stop(5)
+
+
+async def test_the_worker_emits_the_fast_paths_cooldown_once_and_redis_ends_up_the_workers(
+    case: Case, kafka_bootstrap: str, redis_url: str
+) -> None:
+    group = f"fw-{uuid.uuid4().hex[:8]}"
+    bad = f"{group}-bad"
+    models = [deployment(bad, group, mock="litellm.RateLimitError"), deployment(f"{group}-ok1", group, mock="hi"),
+              deployment(f"{group}-ok2", group, mock="hi")]
+    async with pod_and_worker(case, kafka_bootstrap, redis_url, models, "fw") as (router, cb, keep, worker):
         while True:  # until a request meets the 429
             try:
                 await router.acompletion(model=group, messages=MESSAGES)
@@ -80,7 +95,7 @@ async def test_the_worker_emits_the_fast_paths_cooldown_once_and_redis_ends_up_t
         failure = next(r for r in keep.records if not r.ok)
         pod = prefetch(load_config(case.config).policy, failure)
         assert pod is not None and cb.stats.prefetched == 1
-        await publisher.flush(10)
+        await keep.inner.flush(10)
         deadline = time.monotonic() + 30
         while not (emitted := [c for c in await read_json(kafka_bootstrap, case.cooldowns)
                                if c["deployment_id"] == bad]):
@@ -98,11 +113,6 @@ async def test_the_worker_emits_the_fast_paths_cooldown_once_and_redis_ends_up_t
             await asyncio.sleep(0.2)
         again = [c for c in await read_json(kafka_bootstrap, case.cooldowns) if c["deployment_id"] == bad]
         assert [c["event_id"] for c in again] == [pod.event_id]
-    finally:
-        litellm.callbacks = saved
-        litellm.logging_callback_manager.remove_callback_from_all_lists(cb)
-        await cb.aclose()
-        await publisher.stop(5)
 
 
 async def test_a_pods_own_counters_cool_a_failing_deployment_before_the_worker_and_as_the_worker_does(
@@ -111,28 +121,11 @@ async def test_a_pods_own_counters_cool_a_failing_deployment_before_the_worker_a
     """PF (docs/windows.md §6): 500s are no one-record decision, but the pod counts every record it publishes;
     at the failure that makes its own counters cross, it cools the deployment itself, and the worker's cooldown
     for that record has the same id and end."""
-    u = urlparse(redis_url)
-    if u.password or u.path not in ("", "/", "/0"):
-        pytest.skip("these tests hand LiteLLM a bare host and port")
     group = f"pf-{uuid.uuid4().hex[:8]}"
     bad = f"{group}-bad"
     models = [deployment(bad, group, fake.base("err")), deployment(f"{group}-ok1", group, fake.base("ok")),
               deployment(f"{group}-ok2", group, fake.base("ok"))]
-    case.config.write_text(yaml.safe_dump({"model_list": models, "router_settings": {"cooldown_time": 60}}))
-    worker = await case.worker("pf", kafka_bootstrap, redis_url=redis_url)
-    await worker.wait_ready()
-    router = litellm.Router(model_list=models, redis_host=u.hostname, redis_port=u.port, num_retries=0,
-                            cache_kwargs={"namespace": case.key_prefix.rstrip(":")}, disable_cooldowns=True)
-    from coolant.publish import Publisher
-
-    publisher = Publisher(kafka_bootstrap, topic_prefix=case.prefix)
-    await publisher.start()
-    keep = Keep(publisher)
-    cb = CoolantCallback(publisher=keep, config=case.config, redis_url=redis_url, redis_key_prefix=case.key_prefix,
-                         routers=[router], gateway="pod-a")
-    saved = list(litellm.callbacks)
-    litellm.callbacks = [cb]
-    try:
+    async with pod_and_worker(case, kafka_bootstrap, redis_url, models, "pf") as (router, cb, keep, worker):
         for _ in range(300):  # until the pod's own counters cross (the 5th failure: 5 of 5)
             with contextlib.suppress(litellm.InternalServerError):
                 await router.acompletion(model=group, messages=MESSAGES)
@@ -143,7 +136,7 @@ async def test_a_pods_own_counters_cool_a_failing_deployment_before_the_worker_a
         assert len(failures) == 5
         picked = {(await router.select(group, {}, kind="pick"))["model_info"]["id"] for _ in range(30)}
         assert bad not in picked  # cooled in the pod
-        await publisher.flush(10)
+        await keep.inner.flush(10)
         deadline = time.monotonic() + 30
         while not (emitted := [c for c in await read_json(kafka_bootstrap, case.cooldowns)
                                if c["deployment_id"] == bad]):
@@ -151,8 +144,3 @@ async def test_a_pods_own_counters_cool_a_failing_deployment_before_the_worker_a
             await asyncio.sleep(0.2)
         assert emitted[0]["trigger_event_id"] == failures[-1].event_id
         assert emitted[0]["until"] == failures[-1].ts + 60
-    finally:
-        litellm.callbacks = saved
-        litellm.logging_callback_manager.remove_callback_from_all_lists(cb)
-        await cb.aclose()
-        await publisher.stop(5)
