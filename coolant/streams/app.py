@@ -9,6 +9,7 @@ acknowledged. No policy decision is made here; the same functions run in `coolan
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import time
 from collections import Counter
@@ -33,6 +34,7 @@ from coolant.streams.deadletter import ERROR_KEEP, deadletter_value
 from coolant.streams.faust_adapter import install as install_fast_path
 from coolant.streams.faust_adapter import partition_count
 from coolant.streams.lane import FILL, Lane
+from coolant.streams.materializer import EarlyWrites
 from coolant.streams.monitor import (
     ACTIVE_INTERVAL,
     LAG_INTERVAL,
@@ -191,12 +193,21 @@ class Decider:
         assert cd is not None
         if step.candidate:
             fut = await self.candidates.send(key=cd.model_group.encode(), value=encode(cd))
+            await fut
         else:
-            self.cooldowns_metric.labels(cd.model_group, cd.reason).inc()
-            if not self.shadow:
-                metrics.cooled_down(cd)
-            fut = await self.cooldowns.send(key=cd.deployment_id.encode(), value=encode(cd))
+            await self._emit(cd, encode(cd))
+
+    async def _emit(self, cd: Cooldown, value: bytes) -> None:
+        """A cooldown to the cooldowns topic, counted; once durable, the enforced decider writes it to Redis at
+        once (`EarlyWrites`), ahead of the materializer that reads it back from the topic."""
+        self.cooldowns_metric.labels(cd.model_group, cd.reason).inc()
+        if not self.shadow:
+            metrics.cooled_down(cd)
+        fut = await self.cooldowns.send(key=cd.deployment_id.encode(), value=value)
         await fut
+        early = self.pipeline.early
+        if early is not None and not self.shadow:
+            early.submit(cd)
 
     async def _publish_transition(self, ht: HealthTransition) -> None:
         """A health flip (issue 6) on the transitions topic, durable before the state that knows of it is saved."""
@@ -245,11 +256,7 @@ class Decider:
             raw = self.ejection_table.get(group.encode())
             active = self._ejections[group] = {} if raw is None else orjson.loads(raw)
         if eject(self.registry.policy, active, Step(Disposition.COOLED, cd, candidate=True)).cooldown is not None:
-            self.cooldowns_metric.labels(group, cd.reason).inc()
-            if not self.shadow:
-                metrics.cooled_down(cd)
-            fut = await self.cooldowns.send(key=cd.deployment_id.encode(), value=value)
-            await fut
+            await self._emit(cd, value)
             self.ejection_table[group.encode()] = orjson.dumps(active)
         else:
             metrics.SUPPRESSED.labels(group, cd.reason).inc()
@@ -282,6 +289,8 @@ class Pipeline:
         self.opts = opts
         self.names = n = Topics(cfg.runtime.topic_prefix)
         self.sink = sink
+        self.early = None if sink is None else EarlyWrites(sink, on_result=_early_result)
+        """Cooldowns written to Redis by this worker as soon as they are durable (the materializer is the backstop)."""
         k = cfg.runtime.kafka
         servers = ";".join(s.strip() for s in k.bootstrap_servers.split(","))
         self.app = app = CoolantApp(
@@ -316,7 +325,9 @@ class Pipeline:
         self.lanes = {n.outcomes: Lane(), n.health: Lane()}
         self.routing = PartitionCheck(lambda topic: partition_count(app, topic), self._send_to, opts.misrouted)
         # input lanes, and the failover guards faust 0.15.3 needs; else the plain path (see faust_adapter)
-        self.fast = install_fast_path(app, self.lanes)
+        self.plain_because = install_fast_path(app, self.lanes)
+        """Why this worker runs the plain Faust path (logged once it has started), or None: the fast path."""
+        self.fast = self.plain_because is None
         raw: dict[str, Any] = {"key_serializer": "raw", "value_serializer": "raw"}
         self.outcomes = app.topic(n.outcomes, partitions=opts.partitions, **raw)
         self.health = app.topic(n.health, partitions=opts.partitions, **raw)
@@ -476,6 +487,9 @@ class Pipeline:
                         "by the next owner", self.opts.shutdown_timeout)
         else:
             log.info("shutdown: batches in hand decided")
+        if self.early is not None:  # a cooldown decided last reaches Redis now, not at the next owner's materializer
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self.early.drain(), self.opts.shutdown_timeout)
 
     async def _send_to(self, topic: str, key: bytes, value: bytes, partition: int) -> None:
         """Publish to an explicit partition and wait until durable."""
@@ -524,6 +538,9 @@ class Pipeline:
             cd = await self.decoded(event.message, Cooldown)
             if cd is None:
                 continue
+            if self.early is not None and self.early.written_early(cd.event_id):
+                metrics.REDIS_WRITES.labels("cooldown", "written early").inc()
+                continue
             try:
                 written = await self.sink.write_with_retry(cd, on_error=self._redis_error)
             except Exception as exc:  # P1: Redis refused this value (transient errors are retried inside)
@@ -558,6 +575,12 @@ def _ts_in_future(ts: float, now: float, ahead: float) -> str:
         f"ts_in_future: ts {ts!r} is {ts - now:.0f} s ahead of this worker's clock (at most {ahead:g} s allowed:"
         " the publisher's clock is wrong, or ts is not epoch seconds)"
     )
+
+
+def _early_result(cd: Cooldown, result: str) -> None:
+    metrics.EARLY_WRITES.labels(result).inc()
+    if result == "written":
+        metrics.MATERIALIZE_LAG.observe(max(0.0, time.time() - cd.ts))
 
 
 def _reasserted(why: str, written: int, skipped: int) -> None:

@@ -68,6 +68,10 @@ TESTED_FAUST = frozenset({"0.15.3"})
 PATH_ENV = "COOLANT_FAUST_PATH"
 """`plain` forces the plain-Faust path (CI runs the live tests on both); `fast` or unset: fast if tested."""
 
+PLAIN_NOTICE = "fast path off: "
+"""How the one log line that says the plain path runs begins (the live tests check which path ran)."""
+
+
 class SeekSafeConsumer(faust_aiokafka.Consumer):  # type: ignore[misc,unused-ignore]  # faust is untyped
     """Resumes stream partitions only after they were sought to their committed offsets.
 
@@ -209,27 +213,32 @@ def lanes_wanted() -> bool:
     return wanted != "plain"
 
 
-def install(app: Any, lanes: Mapping[str, Lane]) -> bool:
+def install(app: Any, lanes: Mapping[str, Lane]) -> str | None:
     """Use the lane-routing consumer and the failover guards for this app (before it starts), if allowed.
 
-    On an untested faust-streaming nothing is installed (one log line says so). With COOLANT_FAUST_PATH=plain on
-    a tested version the lanes are off but the guards stay: they fix that version's failover bug, which the
-    plain path would hit too. Returns whether the lanes are on.
+    On an untested faust-streaming nothing is installed. With COOLANT_FAUST_PATH=plain on a tested version the
+    lanes are off but the guards stay: they fix that version's failover bug, which the plain path would hit too.
+    Returns why the fast path is off (None: it is on), which the worker logs in one line once it has started
+    (logging is set up by then: a line logged while the app is being built is lost).
     """
     refusal = untested_faust()
     if refusal is not None:
-        log.warning("fast path off: %s; running the plain Faust path (agents over take_events batches), slower, "
-                    "without the failover guards", refusal)
-        return False
-    if not lanes_wanted():
-        log.warning("fast path off: %s=plain; running the plain Faust path (agents over take_events batches)",
-                    PATH_ENV)
+        why = f"{refusal}; running the plain Faust path (agents over take_events batches), slower, without the " \
+              "failover guards"
+    elif not lanes_wanted():
+        why = f"{PATH_ENV}=plain; running the plain Faust path (agents over take_events batches)"
         app.transport.Consumer = SeekSafeConsumer
         guard_flow_control(app, {})
-        return False
-    app.transport.Consumer = consumer_class(lanes)
-    guard_flow_control(app, lanes)
-    return True
+    else:
+        app.transport.Consumer = consumer_class(lanes)
+        guard_flow_control(app, lanes)
+        return None
+
+    async def announce() -> None:
+        log.warning("%s%s", PLAIN_NOTICE, why)
+
+    app.task(announce)
+    return why
 
 
 def committed_offsets(consumer: Any) -> Mapping[Any, int | None] | None:

@@ -43,8 +43,15 @@ DEADLETTERS = Counter(
     "coolant_deadletter_total", "Invalid records sent to the dead-letter topic.", ["topic"], registry=REGISTRY
 )
 REDIS_WRITES = Counter(
-    "coolant_redis_writes_total", "Materializer writes: written, or skipped (expired / a later entry exists).",
+    "coolant_redis_writes_total", "Materializer writes: written, skipped (expired / a later entry exists), or "
+    "\"written early\" (this worker wrote the cooldown when it decided it: see coolant_redis_early_writes_total).",
     ["kind", "result"], registry=REGISTRY,
+)
+EARLY_WRITES = Counter(
+    "coolant_redis_early_writes_total", "Cooldowns the deciding worker wrote to Redis as soon as they were durable, "
+    "by result: written, skipped (expired / a later entry exists), failed (Redis; the materializer retries), "
+    "dropped (too many in flight; the materializer writes it).",
+    ["result"], registry=REGISTRY,
 )
 REDIS_REASSERTED = Counter(
     "coolant_redis_reasserted_total", "Cooldowns in force written again by the Redis repair (docs/input-bounds.md "

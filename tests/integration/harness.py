@@ -33,6 +33,7 @@ from aiokafka.admin import AIOKafkaAdminClient
 from prometheus_client.parser import text_string_to_metric_families
 
 from coolant.io.admin import ensure_topics
+from coolant.streams.faust_adapter import PATH_ENV, PLAIN_NOTICE
 from coolant.topics import Topics, partition_of
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -789,8 +790,10 @@ class KafkaBroker:
 class Case:
     """One test's names (topic prefix, app id, Redis key prefix), config, workers and services, and their cleanup."""
 
-    def __init__(self, tmp: Path, precreate: bool = False) -> None:
+    def __init__(self, tmp: Path, precreate: bool = False, faust_path: str | None = None) -> None:
         self.tmp = tmp
+        self.faust_path = faust_path
+        """`plain` or `fast`: every worker of the case runs that Faust path (COOLANT_FAUST_PATH); None: the default."""
         self.tag = uid()
         self.prefix = f"it-{self.tag}."
         self.app_id = f"it-{self.tag}-app"
@@ -845,6 +848,8 @@ class Case:
         self.bootstraps.add(bootstrap)
         if self.precreate:
             await create_topics(bootstrap, self.prefix, partitions)
+        if self.faust_path is not None:
+            env = {PATH_ENV: self.faust_path, **(env or {})}
         w = Worker(name=name, config=self.config, bootstrap=bootstrap, topic_prefix=self.prefix, app_id=self.app_id,
                    workdir=self.tmp, redis_url=redis_url, redis_key_prefix=self.key_prefix, partitions=partitions,
                    env=env, loglevel=loglevel, extra_args=extra_args, image=image)
@@ -866,6 +871,14 @@ class Case:
 
     def logs(self) -> str:
         return "\n".join(w.log_tail() for w in self.workers)
+
+    def assert_faust_path(self) -> None:
+        """Each worker ran the case's Faust path: the plain one says so in its log (one line at start-up)."""
+        if self.faust_path is None:
+            return
+        for w in self.workers:
+            plain = PLAIN_NOTICE in w.log_path.read_text(errors="replace")
+            assert plain == (self.faust_path == "plain"), f"worker {w.name} did not run the {self.faust_path} path"
 
     async def close(self, redis_url: str | None) -> None:
         for w in self.workers:

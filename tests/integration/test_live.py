@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import time
+from collections.abc import Iterator
 from typing import Any
 
 import orjson
@@ -50,6 +51,18 @@ from .harness import (
 )
 
 pytestmark = pytest.mark.integration
+
+FAUST_PATHS = ("fast", "plain")
+"""Every live test runs on both of the worker's Faust paths (faust_adapter.py): the fast one (input lanes) and the
+plain one a faust-streaming version the adapter was not tested on gets (agents over take_events batches)."""
+
+
+@pytest.fixture(params=FAUST_PATHS)
+def case(case: Case, request: pytest.FixtureRequest) -> Iterator[Case]:
+    """The shared `case`, with all its workers on one Faust path; afterwards, each worker's log shows it ran it."""
+    case.faust_path = request.param
+    yield case
+    case.assert_faust_path()
 
 
 def assert_same_cooldowns(got: list[dict[str, Any]], want: list[dict[str, Any]], *, allow_duplicates: bool) -> int:
