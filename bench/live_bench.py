@@ -15,6 +15,12 @@ RSS (VmHWM) and its steady RSS (VmRSS at the end of the phase):
              cooldown (a 401 on a deployment of a two-deployment group): time from the producer's
              send to the Redis key `deployment:<id>:cooldown` being readable; p50/p95/p99/max;
   sustain    --rate records/s over all --deployments for --sustain seconds; RSS sampled every 30 s.
+
+--phases picks the phases (capacity's ratio needs floor in the same run). --profile FILE runs the capacity phase's
+worker under py-spy (`pip install py-spy`; PY_SPY names the binary), writes its raw folded stacks to FILE and
+prints where the time went. --memory-profile runs every worker with tracemalloc on and prints, at the end of each
+phase, its traced Python heap by package (coolant module, aiokafka, faust, ...) next to the RSS (tracemalloc costs
+memory and time: the RSS and rates of such a run are not the figures).
 """
 
 from __future__ import annotations
@@ -79,19 +85,58 @@ FUTURE_TRAFFIC_ALLOWANCE = "1e9"
 """--max-ts-ahead for traffic dated ahead of the clock (seconds: about 31 years)."""
 
 
+MEMORY_PROFILER = """
+import collections, os, signal, sys, tracemalloc, runpy
+tracemalloc.start(1)
+def _dump(signum, frame):
+    snap = tracemalloc.take_snapshot()
+    by = collections.Counter()
+    for stat in snap.statistics("filename"):
+        name = stat.traceback[0].filename
+        if "/coolant/" in name:
+            key = "coolant/" + name.rsplit("/coolant/", 1)[1]
+        elif "site-packages/" in name:
+            key = name.split("site-packages/", 1)[1].split("/")[0]
+        else:
+            key = "stdlib/" + name.rsplit("/", 1)[-1]
+        by[key.removesuffix(".py")] += stat.size
+    path = os.environ["COOLANT_BENCH_MEMORY"]
+    with open(path + ".tmp", "w") as out:
+        out.write(f"traced {tracemalloc.get_traced_memory()[0] / 2**20:.1f} MB\\n")
+        for key, size in by.most_common(16):
+            out.write(f"{size / 2**20:8.1f} MB  {key}\\n")
+    os.replace(path + ".tmp", path)
+signal.signal(signal.SIGUSR2, _dump)
+sys.argv = ["coolant"] + sys.argv[1:]
+runpy.run_module("coolant.cli", run_name="__main__")
+"""
+"""The worker's entry point under --memory-profile: SIGUSR2 writes its traced heap by package to a file."""
+PROFILE_MEMORY = False
+"""Set by --memory-profile."""
+
+
 class Worker:
-    def __init__(self, config: Path, prefix: str, workdir: Path) -> None:
+    def __init__(self, config: Path, prefix: str, workdir: Path, profile: Path | None = None) -> None:
         # the traffic is dated from T0 (2027-01), ahead of the clock on purpose so every cooldown reaches Redis;
         # the worker's B6 check (docs/input-bounds.md) would dead-letter it
         self.port = free_port()
         self.log = workdir / f"worker-{prefix}log"
-        cmd = [sys.executable, "-m", "coolant.cli", "worker", "--config", str(config), "--bootstrap", BOOTSTRAP,
+        self.memory_file = workdir / f"memory-{prefix}txt"
+        entry = ["-c", MEMORY_PROFILER] if PROFILE_MEMORY else ["-m", "coolant.cli"]
+        cmd = [sys.executable, *entry, "worker", "--config", str(config), "--bootstrap", BOOTSTRAP,
                "--redis-url", REDIS_URL, "--redis-key-prefix", prefix,
                "--topic-prefix", prefix, "--app-id", prefix.rstrip("."),
                "--web-port", str(self.port), "--data-dir", str(workdir / prefix), "--partitions", str(PARTITIONS),
                "--max-ts-ahead", FUTURE_TRAFFIC_ALLOWANCE, "-l", "warning"]
+        env = {**os.environ, "COOLANT_BENCH_MEMORY": str(self.memory_file)}
         with self.log.open("wb") as out:
-            self.proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT)
+            self.proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, env=env)
+        self.spy = None
+        if profile is not None:  # sampling from the start: idle and start-up samples are few next to the busy ones
+            spy = os.environ.get("PY_SPY", "py-spy")
+            self.spy = subprocess.Popen([spy, "record", "--format", "raw", "--rate", "200", "--nonblocking",
+                                         "--output", str(profile), "--pid", str(self.proc.pid)],
+                                        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 
     def metric(self, name: str) -> float:
         with urlopen(f"http://127.0.0.1:{self.port}/metrics", timeout=5) as r:
@@ -119,9 +164,24 @@ class Worker:
 
     def memory_line(self) -> str:
         rss, peak = self.memory()
-        return f"worker RSS peak {peak:,.0f} MB, steady {rss:,.0f} MB"
+        return f"worker RSS peak {peak:,.0f} MB, steady {rss:,.0f} MB" + self.heap_by_package()
+
+    def heap_by_package(self) -> str:
+        """With --memory-profile: the worker's traced heap by package, now (else "")."""
+        if not PROFILE_MEMORY:
+            return ""
+        self.memory_file.unlink(missing_ok=True)
+        self.proc.send_signal(signal.SIGUSR2)
+        deadline = time.monotonic() + 120
+        while not self.memory_file.exists() and time.monotonic() < deadline:
+            time.sleep(0.2)
+        lines = self.memory_file.read_text().splitlines() if self.memory_file.exists() else ["(no snapshot)"]
+        return "; tracemalloc " + lines[0] + "\n" + "\n".join("             " + line for line in lines[1:])
 
     def stop(self) -> None:
+        if self.spy is not None:  # py-spy writes its file once the process it samples has exited
+            self.proc.send_signal(signal.SIGTERM)
+            self.spy.wait(60)
         self.proc.send_signal(signal.SIGTERM)
         try:
             self.proc.wait(30)
@@ -169,11 +229,11 @@ async def floor_rate(topic: str, n: int) -> float:
         await consumer.stop()
 
 
-def capacity(config: Path, workdir: Path, n: int, event_rate: float) -> tuple[float, str]:
+def capacity(config: Path, workdir: Path, n: int, event_rate: float, profile: Path | None) -> tuple[float, str]:
     prefix = f"bench-cap-{uuid.uuid4().hex[:6]}."
     asyncio.run(create_topic(prefix + "outcomes"))
     asyncio.run(preload(prefix + "outcomes", n, event_rate))
-    worker = Worker(config, prefix, workdir)
+    worker = Worker(config, prefix, workdir, profile)
     try:
         worker.wait_ready()
         first = last = None
@@ -270,6 +330,47 @@ async def latency_run(prefix: str, rate: float, probes: int) -> list[float]:
     return latencies
 
 
+PROFILE_SPOTS = (
+    ("Prometheus metrics", ("prometheus_client/",)),
+    ("policy core (coolant/processors)", ("coolant/processors/",)),
+    ("record decode (coolant/schemas)", ("coolant/schemas/",)),
+    ("path state load/flush (pathstore.py)", ("pathstore.py",)),
+    ("aiokafka producer (batching, send)", ("aiokafka/producer/",)),
+    ("aiokafka fetch + record parsing", ("aiokafka/consumer/", "aiokafka/record/")),
+    ("Faust consumer (getmany, acks, commits)", ("faust/transport/",)),
+    ("coolant shell (app.py, lane, routing)", ("coolant/streams/",)),
+    ("asyncio event loop", ("asyncio/",)),
+)
+"""Where a worker's time goes: a sample counts for the first spot whose marks appear in its stack, leaf first."""
+
+
+def profile_summary(path: Path) -> str:
+    """Share of py-spy's samples per spot of PROFILE_SPOTS, and the idle share (the event loop in select)."""
+    if not path.exists():
+        return f"profile: {path} not written (is py-spy installed? PY_SPY names its binary)"
+    spots: dict[str, int] = dict.fromkeys([name for name, _ in PROFILE_SPOTS] + ["idle (select)", "other"], 0)
+    total = 0
+    for line in path.read_text().splitlines():
+        stack, _, count = line.rpartition(" ")
+        if not count.isdigit():
+            continue
+        n = int(count)
+        total += n
+        frames = stack.split(";")
+        if frames[-1].startswith("select ("):
+            spots["idle (select)"] += n
+            continue
+        for frame in reversed(frames):
+            name = next((name for name, marks in PROFILE_SPOTS if any(m in frame for m in marks)), None)
+            if name is not None:
+                spots[name] += n
+                break
+        else:
+            spots["other"] += n
+    rows = [f"  {100 * n / max(total, 1):5.1f}%  {name}" for name, n in sorted(spots.items(), key=lambda x: -x[1])]
+    return f"profile    {total:,} samples of the capacity worker ({path}), by leaf-most spot:\n" + "\n".join(rows)
+
+
 def main() -> None:
     global DEPLOYMENTS
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -278,35 +379,54 @@ def main() -> None:
     p.add_argument("--probes", type=int, default=200)
     p.add_argument("--deployments", type=int, default=DEPLOYMENTS, help="deployments in the config and traffic")
     p.add_argument("--sustain", type=float, default=0, help="seconds of --rate traffic for the memory figure")
+    p.add_argument("--phases", default="floor,capacity,latency",
+                   help="comma-separated phases to run (floor, capacity, latency); sustain runs with --sustain")
+    p.add_argument("--profile", type=Path, help="py-spy raw folded stacks of the capacity worker to this file")
+    p.add_argument("--memory-profile", action="store_true",
+                   help="tracemalloc in every worker: its heap by package at the end of each phase")
     a = p.parse_args()
+    global PROFILE_MEMORY
+    PROFILE_MEMORY = a.memory_profile
+    phases = {x.strip() for x in a.phases.split(",") if x.strip()}
+    unknown = phases - {"floor", "capacity", "latency"}
+    if unknown:
+        p.error(f"--phases: unknown {', '.join(sorted(unknown))} (floor, capacity, latency)")
     DEPLOYMENTS = a.deployments
     workdir = Path(tempfile.mkdtemp(prefix="coolant-bench-"))
     config = workdir / "fleet.yaml"
     write_config(config, a.probes)
 
-    floor_topic = f"bench-floor-{uuid.uuid4().hex[:6]}"
-    asyncio.run(create_topic(floor_topic))
-    asyncio.run(preload(floor_topic, a.records, a.rate))
-    floor = asyncio.run(floor_rate(floor_topic, a.records))
-    print(f"floor      {floor:>10,.0f} records/s  raw aiokafka consume, {a.records:,} records, {PARTITIONS} partitions")
+    floor = None
+    if "floor" in phases:
+        floor_topic = f"bench-floor-{uuid.uuid4().hex[:6]}"
+        asyncio.run(create_topic(floor_topic))
+        asyncio.run(preload(floor_topic, a.records, a.rate))
+        floor = asyncio.run(floor_rate(floor_topic, a.records))
+        print(f"floor      {floor:>10,.0f} records/s  raw aiokafka consume, {a.records:,} records, {PARTITIONS} "
+              "partitions")
 
-    cap, memory = capacity(config, workdir, a.records, a.rate)
-    print(f"capacity   {cap:>10,.0f} records/s  one worker catching up ({cap / floor:.1%} of the floor); "
-          f"{DEPLOYMENTS:,} deployments; {memory}")
+    if "capacity" in phases:
+        cap, memory = capacity(config, workdir, a.records, a.rate, a.profile)
+        ratio = "" if floor is None else f" ({cap / floor:.1%} of the floor)"
+        print(f"capacity   {cap:>10,.0f} records/s  one worker catching up{ratio}; {DEPLOYMENTS:,} deployments; "
+              f"{memory}")
+        if a.profile is not None:
+            print(profile_summary(a.profile))
 
-    prefix = f"bench-lat-{uuid.uuid4().hex[:6]}."
-    worker = Worker(config, prefix, workdir)
-    try:
-        worker.wait_ready()
-        time.sleep(3)  # let the consumer group settle before timing
-        lat = sorted(asyncio.run(latency_run(prefix, a.rate, a.probes)))
-        memory = worker.memory_line()
-    finally:
-        worker.stop()
-    q = statistics.quantiles(lat, n=100, method="inclusive")
-    ms = {name: q[i] * 1000 for name, i in (("p50", 49), ("p95", 94), ("p99", 98))}
-    print(f"latency    produce -> Redis key visible at {a.rate:,.0f} records/s, {len(lat)} probes: "
-          + ", ".join(f"{k} {v:.1f} ms" for k, v in ms.items()) + f", max {lat[-1] * 1000:.1f} ms; {memory}")
+    if "latency" in phases:
+        prefix = f"bench-lat-{uuid.uuid4().hex[:6]}."
+        worker = Worker(config, prefix, workdir)
+        try:
+            worker.wait_ready()
+            time.sleep(3)  # let the consumer group settle before timing
+            lat = sorted(asyncio.run(latency_run(prefix, a.rate, a.probes)))
+            memory = worker.memory_line()
+        finally:
+            worker.stop()
+        q = statistics.quantiles(lat, n=100, method="inclusive")
+        ms = {name: q[i] * 1000 for name, i in (("p50", 49), ("p95", 94), ("p99", 98))}
+        print(f"latency    produce -> Redis key visible at {a.rate:,.0f} records/s, {len(lat)} probes: "
+              + ", ".join(f"{k} {v:.1f} ms" for k, v in ms.items()) + f", max {lat[-1] * 1000:.1f} ms; {memory}")
     if a.sustain:
         prefix = f"bench-sus-{uuid.uuid4().hex[:6]}."
         worker = Worker(config, prefix, workdir)

@@ -104,7 +104,12 @@ async def test_replay_equals_live(case: Case, kafka_bootstrap: str, redis_url: s
     idle = [d for d in DEPLOYMENTS if d not in latest]
     problems = await redis_mismatches(redis_url, case.key_prefix, latest, idle)
     assert not problems, "\n".join(problems[:10])
-    case.log(f"{len(expected)} cooldowns identical to replay; Redis holds the latest of {len(latest)} deployments")
+    # the deciding worker wrote them as they became durable; the materializer skipped those it wrote
+    early = await w.metric("coolant_redis_early_writes_total", result="written")
+    assert early > 0
+    assert await w.metric("coolant_redis_writes_total", kind="cooldown", result="written early") > 0
+    case.log(f"{len(expected)} cooldowns identical to replay; Redis holds the latest of {len(latest)} deployments "
+             f"({early:.0f} written early)")
 
 
 async def test_replay_transitions_equal_live(case: Case, kafka_bootstrap: str) -> None:

@@ -27,6 +27,7 @@ from coolant.cli.status import render
 from coolant.io.cooldowns import active_cooldowns
 from coolant.io.materializer import (
     HEALTH_KEY,
+    EarlyWrites,
     RedisSink,
     cooldown_channel,
     cooldown_key,
@@ -405,6 +406,46 @@ async def test_write_with_retry_waits_for_redis(flaky_redis: _Server) -> None:
         assert delays[0] == pytest.approx(0.1)
         assert max(delays) <= 0.4
         assert delays == sorted(delays)
+    finally:
+        await client.aclose()
+
+
+async def test_early_writes_write_once_and_tell_the_materializer(r: Redis, sink: RedisSink, prefix: str) -> None:
+    results: list[tuple[str, str]] = []
+    early = EarlyWrites(sink, on_result=lambda cd, result: results.append((cd.event_id, result)))
+    cd, over = make_cd("d1", duration=60), make_cd("d2", ts=time.time() - 120, duration=5)
+    early.submit(cd)
+    early.submit(over)  # ended already: the rule skips it, and the materializer need not try again
+    await early.drain()
+    assert sorted(results) == sorted([(cd.event_id, "written"), (over.event_id, "skipped")])
+    assert await r.get(cooldown_key(prefix, "d1")) == litellm_value(cd)
+    assert await r.get(cooldown_key(prefix, "d2")) is None
+    assert early.written_early(cd.event_id) and early.written_early(over.event_id)
+    assert not early.written_early(cd.event_id), "the materializer skips a cooldown once, then forgets it"
+    assert not early.written_early("never-submitted")
+
+
+async def test_early_writes_are_bounded_and_leave_failures_to_the_materializer(flaky_redis: _Server) -> None:
+    flaky_redis.start()
+    flaky_redis.stop()  # nobody answers: each early write fails once, and is not retried
+    client = Redis(host="127.0.0.1", port=flaky_redis.port, socket_connect_timeout=0.5, retry=Retry(NoBackoff(), 0))
+    results: list[str] = []
+    early = EarlyWrites(RedisSink(client, "early:"), on_result=lambda cd, result: results.append(result),
+                        max_in_flight=2, remembered=1)
+    cds = [make_cd(f"d{i}", duration=60) for i in range(3)]
+    try:
+        for cd in cds:
+            early.submit(cd)
+        await early.drain()
+        assert sorted(results) == ["dropped", "failed", "failed"]
+        assert not any(early.written_early(cd.event_id) for cd in cds)
+        await asyncio.to_thread(flaky_redis.start)
+        for cd in cds:
+            early.submit(cd)
+            await early.drain()
+        assert results[3:] == ["written"] * 3
+        # only the newest is remembered (remembered=1): the materializer writes the others again, harmlessly
+        assert [early.written_early(cd.event_id) for cd in cds] == [False, False, True]
     finally:
         await client.aclose()
 
