@@ -11,6 +11,9 @@ rewrites only the buckets that got new ids (at live rates the newest one or two)
 Writes are coalesced: agents `touch` what a record changed and `flush` once per batch, so a busy
 deployment costs one changelog write per batch, not per record. A flush runs after the batch's
 cooldowns were sent, so a crash in between re-decides those records instead of losing cooldowns.
+The state and its buckets are on two changelog topics, so either can be durable without the other: the state
+value also carries, under `"unsure"`, the ids whose bucket writes were not acknowledged yet (at most a batch or
+two's worth per deployment), so a new owner never loads a state without the ids of the records it counted.
 Writes name the partition explicitly (the source record's), which is what lets them happen
 outside Faust's per-event iteration.
 """
@@ -57,13 +60,18 @@ class SeenView(MutableMapping[str, float]):
         """Buckets stored and not forgotten."""
         self._new: dict[str, float] = {}
         self._forgotten: list[int] = []
+        self._drained: dict[int, dict[str, float]] = {}
+        """The new ids of each bucket the last `drain` returned, until `sent` pairs them with their write."""
+        self._unsure: list[tuple[Any, dict[str, float]]] = []
+        """Ids in bucket writes not known to be durable yet, with each write's future (see `unsure`)."""
 
     def load_bucket(self, bucket: int, ids: dict[str, float]) -> None:
         self._ids.update(ids)
         self._buckets.add(bucket)
 
     def adopt(self, ids: dict[str, float]) -> None:
-        """Ids stored another way (an older layout): held as new, so the next flush stores them in buckets."""
+        """Ids stored another way (an older layout, a state's unsure ids): held as new, so the next flush stores
+        them in buckets."""
         self._ids.update(ids)
         self._new.update(ids)
 
@@ -106,6 +114,20 @@ class SeenView(MutableMapping[str, float]):
     def buckets(self) -> list[int]:
         return sorted(self._buckets)
 
+    def sent(self, bucket: int, future: Any) -> None:
+        """The write of a bucket `drain` returned was handed to the producer; `future` resolves once durable."""
+        ids = self._drained.pop(bucket, None)
+        if ids:
+            self._unsure.append((future, ids))
+
+    def unsure(self) -> dict[str, float]:
+        """The ids whose bucket writes are not known to be durable, in buckets not forgotten: the state value
+        carries them. A state and its buckets are on different changelog topics, so a crash can leave the state
+        durable and a bucket write lost; without these a new owner would count those records again."""
+        self._unsure = [(f, ids) for f, ids in self._unsure if not _durable(f)]
+        live = self._buckets
+        return {e: t for _, ids in self._unsure for e, t in ids.items() if int(t // SEEN_BUCKET) in live}
+
     def drain(self) -> list[tuple[int, dict[str, float] | None]]:
         """Buckets to write: each bucket that got new ids with all its ids, and None for each bucket forgotten."""
         out: list[tuple[int, dict[str, float] | None]] = [(b, None) for b in self._forgotten]
@@ -114,12 +136,18 @@ class SeenView(MutableMapping[str, float]):
         for event_id, ts in self._new.items():
             grouped.setdefault(int(ts // SEEN_BUCKET), {})[event_id] = ts
         self._new = {}
+        self._drained = {bucket: dict(ids) for bucket, ids in grouped.items()}
         for bucket, ids in grouped.items():
             if bucket in self._buckets:
                 ids = {**(self._read(bucket) or {}), **ids}
             self._buckets.add(bucket)
             out.append((bucket, ids))
         return out
+
+
+def _durable(future: Any) -> bool:
+    """A producer send's future that resolved without error (the broker acknowledged the write)."""
+    return bool(future.done()) and not future.cancelled() and future.exception() is None
 
 
 class PathStore:
@@ -159,6 +187,8 @@ class PathStore:
                 ids = read(bucket)
                 if ids is not None:
                     view.load_bucket(bucket, ids)
+            if "unsure" in stored:  # their bucket writes may be lost: stored again at the next flush
+                view.adopt(stored["unsure"])
             if "span" in stored:  # written before the buckets: chunks numbered first..next-1
                 first, next_ = stored["span"]
                 old = [key + SEP + str(chunk).encode() for chunk in range(first, next_)]
@@ -201,7 +231,7 @@ class PathStore:
         Sent with the app's Kafka producer directly rather than through `Table.__setitem__`:
         Faust's per-message changelog path cost more than the whole decision. Faust flushes that
         producer before it commits offsets, so a committed record's state is always durable.
-        A state is written after its buckets, so a state never names a bucket not yet sent.
+        A state is written after its buckets, and carries the ids of those not acknowledged yet (`unsure`).
         """
         writes = 0
         state_topic = self.state_table.changelog_topic.get_topic_name()
@@ -218,9 +248,13 @@ class PathStore:
                     seen_data.pop(seen_key, None)
                 else:
                     seen_data[seen_key] = value
-                await producer.send(seen_topic, seen_key, value, partition, None, None)
+                view.sent(bucket, await producer.send(seen_topic, seen_key, value, partition, None, None))
                 writes += 1
-            state = sized(orjson.dumps({"state": ps.to_dict(), "buckets": view.buckets()}))
+            stored: dict[str, Any] = {"state": ps.to_dict(), "buckets": view.buckets()}
+            unsure = view.unsure()
+            if unsure:
+                stored["unsure"] = unsure
+            state = sized(orjson.dumps(stored))
             self.state_table.data[key] = state
             self._states[deployment_id] = (ps, state)
             await producer.send(state_topic, key, state, partition, None, None)

@@ -39,10 +39,21 @@ class FakeTable:
 
 @dataclass
 class FakeProducer:
-    sent: list[tuple[str, bytes, bytes | None, int]] = field(default_factory=list)
+    """Faust's producer: `send` returns a future that resolves once the write is durable (at once here, unless
+    the topic is in `lose`: those writes never are, as when a worker crashes before they reach the broker)."""
 
-    async def send(self, topic: str, key: bytes, value: bytes | None, partition: int, *_: Any) -> None:
-        self.sent.append((topic, key, value, partition))
+    sent: list[tuple[str, bytes, bytes | None, int]] = field(default_factory=list)
+    lose: set[str] = field(default_factory=set)
+    lost: list[tuple[str, bytes, bytes | None, int]] = field(default_factory=list)
+
+    async def send(self, topic: str, key: bytes, value: bytes | None, partition: int, *_: Any) -> asyncio.Future[None]:
+        future = asyncio.get_running_loop().create_future()
+        if topic in self.lose:
+            self.lost.append((topic, key, value, partition))
+        else:
+            self.sent.append((topic, key, value, partition))
+            future.set_result(None)
+        return future
 
 
 def replayed(sent: list[tuple[str, bytes, bytes | None, int]], topic: str) -> dict[bytes, bytes]:
@@ -130,6 +141,36 @@ def test_flush_then_reload_from_the_changelog() -> None:
                       FakeTable("seen", replayed(producer.sent, "seen-changelog")))
     again = fresh.load("dep-1")
     assert dict(again.seen) == {"e1": w, "e2": 2 * w}
+
+
+def test_a_state_durable_without_its_bucket_writes_still_knows_their_ids() -> None:
+    """The state and the seen buckets are on two changelog topics: a crash can leave the state durable and its
+    bucket writes lost. The state carries the unacknowledged ids, so the new owner still drops the copies."""
+    store = PathStore(FakeTable("state"), FakeTable("seen"))
+    producer = FakeProducer(lose={"seen-changelog"})
+
+    async def run() -> None:
+        for i in range(3):
+            ps = store.load("dep-1")
+            ps.seen[f"e{i}"] = i * 0.5
+            store.touch("dep-1", ps, partition=0)
+            await store.flush(producer)
+
+    asyncio.run(run())
+    assert producer.lost, "the bucket writes were lost"
+    fresh = PathStore(FakeTable("state", replayed(producer.sent, "state-changelog")), FakeTable("seen"))
+    again = fresh.load("dep-1")
+    assert {"e0", "e1", "e2"} <= set(again.seen)  # the records before the crash are duplicates for the new owner
+    # once its bucket writes are durable, a state stops carrying them
+    producer.lose.clear()
+    asyncio.run(fresh.flush(producer))  # nothing touched: nothing written
+    again.seen["e3"] = 1.0
+    fresh.touch("dep-1", again, partition=0)
+    asyncio.run(fresh.flush(producer))
+    last = orjson.loads(replayed(producer.sent, "state-changelog")[b"dep-1"])
+    assert "unsure" not in last
+    assert set(orjson.loads(replayed(producer.sent, "seen-changelog")[bucket_key(b"dep-1", 0)])) == \
+        {"e0", "e1", "e2", "e3"}
 
 
 def test_the_older_chunked_layout_is_read_and_moved_to_buckets() -> None:
