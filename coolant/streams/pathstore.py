@@ -1,7 +1,8 @@
 """Per-deployment path states kept in changelogged Faust tables, so a restarted worker resumes.
 
 Two tables per path, both keyed so a deployment's entries live in its source partition:
-- `<path>-state`: deployment id -> `{"state": PathState JSON without the seen ids, "buckets": [...]}`;
+- `<path>-state`: deployment id -> `{"state": PathState JSON without the seen ids, "buckets": [...],
+  "counts": [...], "unsure": {...}}` (the buckets it knows, how many ids of each, ids not yet durable in them);
 - `<path>-seen`: deployment id + "@" + bucket -> {event_id: ts} of the ids whose ts falls in that bucket
   (SEEN_BUCKET seconds of event time).
 Seen ids are bucketed by event time so that what is kept is what L2 needs: about `late_after` seconds of
@@ -11,15 +12,15 @@ rewrites only the buckets that got new ids (at live rates the newest one or two)
 Writes are coalesced: agents `touch` what a record changed and `flush` once per batch, so a busy
 deployment costs one changelog write per batch, not per record. A flush runs after the batch's
 cooldowns were sent, so a crash in between re-decides those records instead of losing cooldowns.
-The state and its buckets are on two changelog topics, so either can be durable without the other: the state
-value also carries, under `"unsure"`, the ids whose bucket writes were not acknowledged yet (at most a batch or
-two's worth per deployment), so a new owner never loads a state without the ids of the records it counted.
+The state and its buckets are on two changelog topics, so either can be durable without the other: see
+`SeenView` for how what a new owner loads stays consistent (`counts`, `unsure`, late tombstones).
 Writes name the partition explicitly (the source record's), which is what lets them happen
 outside Faust's per-event iteration.
 """
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Callable, Iterator, MutableMapping
 from typing import Any
 
@@ -50,16 +51,28 @@ class SeenView(MutableMapping[str, float]):
 
     A live id costs its string and a set slot here, plus its share of the bucket's stored JSON; a bucket's ids
     are read back from the table only to forget them. `ts` is kept only in the stored buckets.
+
+    The state value and the buckets are on two changelog topics, so a crash can leave either durable without the
+    other. Three rules keep what a new owner loads consistent with the state it loads:
+    - a bucket's stored ids keep their order (a rewrite appends), and the state records how many ids of each
+      bucket it knows (`counts`): ids a bucket gained for a state that was then lost are not loaded, so their
+      records are decided again instead of being dropped as duplicates;
+    - the state carries the ids whose bucket writes are not acknowledged yet (`unsure`): a lost bucket write
+      does not make records count twice;
+    - a forgotten bucket's tombstone is sent only once the state that stopped naming it is durable.
     """
 
     def __init__(self, read: Callable[[int], dict[str, float] | None] = lambda _: None) -> None:
         self._read = read
-        """A stored bucket's {event_id: ts} (from the table)."""
+        """A stored bucket's {event_id: ts} (from the table), ids in the order they were stored."""
         self._ids: set[str] = set()
-        self._buckets: set[int] = set()
-        """Buckets stored and not forgotten."""
+        self._buckets: dict[int, int] = {}
+        """Buckets stored and not forgotten, and how many ids each holds."""
         self._new: dict[str, float] = {}
-        self._forgotten: list[int] = []
+        self._dropping: list[int] = []
+        """Buckets forgotten since the last state was sent: the next state no longer names them."""
+        self._tombstones: list[tuple[Any, list[int]]] = []
+        """Forgotten buckets to delete once the state sent without them (its future) is durable."""
         self._drained: dict[int, dict[str, float]] = {}
         """The new ids of each bucket the last `drain` returned, until `sent` pairs them with their write."""
         self._unsure: list[tuple[Any, dict[str, float]]] = []
@@ -67,7 +80,7 @@ class SeenView(MutableMapping[str, float]):
 
     def load_bucket(self, bucket: int, ids: dict[str, float]) -> None:
         self._ids.update(ids)
-        self._buckets.add(bucket)
+        self._buckets[bucket] = len(ids)
 
     def adopt(self, ids: dict[str, float]) -> None:
         """Ids stored another way (an older layout, a state's unsure ids): held as new, so the next flush stores
@@ -79,8 +92,8 @@ class SeenView(MutableMapping[str, float]):
         """Forget every stored bucket that ends at or before the horizon (all its ids are older than it)."""
         for bucket in [b for b in self._buckets if (b + 1) * SEEN_BUCKET <= horizon]:
             self._ids.difference_update(self._read(bucket) or ())
-            self._buckets.discard(bucket)
-            self._forgotten.append(bucket)
+            del self._buckets[bucket]
+            self._dropping.append(bucket)
 
     def __getitem__(self, event_id: str) -> float:
         """Not on the hot path (the engine only asks `in`): read back from the buckets."""
@@ -114,6 +127,10 @@ class SeenView(MutableMapping[str, float]):
     def buckets(self) -> list[int]:
         return sorted(self._buckets)
 
+    def counts(self) -> list[int]:
+        """How many ids each of `buckets()` holds, in the same order."""
+        return [self._buckets[b] for b in sorted(self._buckets)]
+
     def sent(self, bucket: int, future: Any) -> None:
         """The write of a bucket `drain` returned was handed to the producer; `future` resolves once durable."""
         ids = self._drained.pop(bucket, None)
@@ -122,16 +139,26 @@ class SeenView(MutableMapping[str, float]):
 
     def unsure(self) -> dict[str, float]:
         """The ids whose bucket writes are not known to be durable, in buckets not forgotten: the state value
-        carries them. A state and its buckets are on different changelog topics, so a crash can leave the state
-        durable and a bucket write lost; without these a new owner would count those records again."""
+        carries them, so a new owner that finds the state but not the bucket write still knows them."""
         self._unsure = [(f, ids) for f, ids in self._unsure if not _durable(f)]
         live = self._buckets
         return {e: t for _, ids in self._unsure for e, t in ids.items() if int(t // SEEN_BUCKET) in live}
 
+    def state_sent(self, future: Any) -> None:
+        """A state value naming `buckets()` was handed to the producer: the buckets forgotten before it may be
+        deleted once it is durable."""
+        if self._dropping:
+            self._tombstones.append((future, self._dropping))
+            self._dropping = []
+
     def drain(self) -> list[tuple[int, dict[str, float] | None]]:
-        """Buckets to write: each bucket that got new ids with all its ids, and None for each bucket forgotten."""
-        out: list[tuple[int, dict[str, float] | None]] = [(b, None) for b in self._forgotten]
-        self._forgotten.clear()
+        """Buckets to write: each bucket that got new ids with all its ids (the stored ones first, in order), and
+        None for each forgotten bucket whose deletion is due (see `state_sent`)."""
+        out: list[tuple[int, dict[str, float] | None]] = []
+        if self._tombstones:
+            due = [(f, buckets) for f, buckets in self._tombstones if _durable(f)]
+            self._tombstones = [(f, buckets) for f, buckets in self._tombstones if not _durable(f)]
+            out += [(b, None) for _, buckets in due for b in buckets]
         grouped: dict[int, dict[str, float]] = {}
         for event_id, ts in self._new.items():
             grouped.setdefault(int(ts // SEEN_BUCKET), {})[event_id] = ts
@@ -140,7 +167,7 @@ class SeenView(MutableMapping[str, float]):
         for bucket, ids in grouped.items():
             if bucket in self._buckets:
                 ids = {**(self._read(bucket) or {}), **ids}
-            self._buckets.add(bucket)
+            self._buckets[bucket] = len(ids)
             out.append((bucket, ids))
         return out
 
@@ -183,10 +210,15 @@ class PathStore:
         else:
             stored = orjson.loads(raw)
             ps = PathState.from_dict(stored["state"])
-            for bucket in stored.get("buckets", ()):
+            buckets = stored.get("buckets", ())
+            for bucket, count in zip(buckets, stored.get("counts") or [None] * len(buckets), strict=True):
                 ids = read(bucket)
-                if ids is not None:
-                    view.load_bucket(bucket, ids)
+                if ids is None:
+                    continue
+                if count is not None and len(ids) > count:  # ids stored for a newer state, which was lost
+                    ids = dict(itertools.islice(ids.items(), count))
+                    self.seen_table.data[bucket_key(key, bucket)] = sized(orjson.dumps(ids))
+                view.load_bucket(bucket, ids)
             if "unsure" in stored:  # their bucket writes may be lost: stored again at the next flush
                 view.adopt(stored["unsure"])
             if "span" in stored:  # written before the buckets: chunks numbered first..next-1
@@ -250,14 +282,14 @@ class PathStore:
                     seen_data[seen_key] = value
                 view.sent(bucket, await producer.send(seen_topic, seen_key, value, partition, None, None))
                 writes += 1
-            stored: dict[str, Any] = {"state": ps.to_dict(), "buckets": view.buckets()}
+            stored: dict[str, Any] = {"state": ps.to_dict(), "buckets": view.buckets(), "counts": view.counts()}
             unsure = view.unsure()
             if unsure:
                 stored["unsure"] = unsure
             state = sized(orjson.dumps(stored))
             self.state_table.data[key] = state
             self._states[deployment_id] = (ps, state)
-            await producer.send(state_topic, key, state, partition, None, None)
+            view.state_sent(await producer.send(state_topic, key, state, partition, None, None))
             writes += 1
             for old_key in self._legacy.pop(deployment_id, ()):  # after the state that no longer names them
                 if seen_data.pop(old_key, None) is not None:

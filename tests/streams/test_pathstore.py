@@ -94,8 +94,15 @@ def test_seen_view_stores_by_bucket_and_forgets_whole_buckets() -> None:
     view["d"] = 3 * w
     view.forget_before(10 * w)  # d is not stored yet: it stays until its bucket is forgotten
     assert set(view) == {"d"}
-    assert drain() == [(0, None), (1, None), (3, {"d": 3 * w})]
-    assert view.buckets() == [3] and view["d"] == 3 * w
+    assert drain() == [(3, {"d": 3 * w})]  # no tombstones before a state without buckets 0 and 1 is durable
+    loop = asyncio.new_event_loop()
+    state_write = loop.create_future()
+    view.state_sent(state_write)
+    assert drain() == []
+    state_write.set_result(None)
+    assert drain() == [(0, None), (1, None)]
+    loop.close()
+    assert view.buckets() == [3] and view.counts() == [1] and view["d"] == 3 * w
 
 
 def test_seen_view_decides_as_a_dict_does(tmp_path: Path) -> None:
@@ -133,8 +140,11 @@ def test_flush_then_reload_from_the_changelog() -> None:
     ps.seen.forget_before(w)  # type: ignore[attr-defined]
     store.touch("dep-1", ps, partition=5)
     asyncio.run(store.flush(producer))
-    assert {p for *_, p in producer.sent} == {5}
     assert orjson.loads(state.data[b"dep-1"])["buckets"] == [1, 2]
+    assert orjson.loads(state.data[b"dep-1"])["counts"] == [1, 1]
+    store.touch("dep-1", ps, partition=5)  # the tombstone goes with the flush after the state without bucket 0
+    asyncio.run(store.flush(producer))
+    assert {p for *_, p in producer.sent} == {5}
     assert bucket_key(b"dep-1", 0) not in seen.data  # deleted, and a tombstone was sent
     # a new owner recovering the changelogs loads the same seen ids
     fresh = PathStore(FakeTable("state", replayed(producer.sent, "state-changelog")),
@@ -171,6 +181,35 @@ def test_a_state_durable_without_its_bucket_writes_still_knows_their_ids() -> No
     assert "unsure" not in last
     assert set(orjson.loads(replayed(producer.sent, "seen-changelog")[bucket_key(b"dep-1", 0)])) == \
         {"e0", "e1", "e2", "e3"}
+
+
+def test_ids_stored_for_a_state_that_was_lost_are_not_loaded() -> None:
+    """A bucket write can be durable while the state of the same flush is lost: the new owner loads the older
+    state, whose counts say which of the bucket's ids it knows; the others' records are decided again."""
+    store = PathStore(FakeTable("state"), FakeTable("seen"))
+    producer = FakeProducer()
+
+    async def flush_ids(*ids: str) -> None:
+        ps = store.load("dep-1")
+        for event_id in ids:
+            ps.seen[event_id] = 1.0
+        store.touch("dep-1", ps, partition=0)
+        await store.flush(producer)
+
+    asyncio.run(flush_ids("e0", "e1"))
+    producer.lose.add("state-changelog")
+    asyncio.run(flush_ids("e2"))  # its bucket write is durable, its state is not
+    assert producer.lost and producer.lost[0][0] == "state-changelog"
+    seen = FakeTable("seen", replayed(producer.sent, "seen-changelog"))
+    assert set(orjson.loads(seen.data[bucket_key(b"dep-1", 0)])) == {"e0", "e1", "e2"}
+    fresh = PathStore(FakeTable("state", replayed(producer.sent, "state-changelog")), seen)
+    again = fresh.load("dep-1")
+    assert set(again.seen) == {"e0", "e1"}  # e2's record is not a duplicate for a state that never counted it
+    again.seen["e3"] = 2.0
+    fresh.touch("dep-1", again, partition=0)
+    producer.lose.clear()
+    asyncio.run(fresh.flush(producer))
+    assert list(orjson.loads(replayed(producer.sent, "seen-changelog")[bucket_key(b"dep-1", 0)])) == ["e0", "e1", "e3"]
 
 
 def test_the_older_chunked_layout_is_read_and_moved_to_buckets() -> None:
