@@ -26,6 +26,7 @@ from redis.exceptions import RedisError
 from coolant.config.loader import Config
 from coolant.config.runtime import KafkaSettings, resolve_secret
 from coolant.io.connect import kafka_client_args, kafka_ssl_context, redis_problem
+from coolant.io.materializer import EarlyWrites
 from coolant.processors import Disposition, HealthState, Policy, Step, eject, step_health, step_outcome
 from coolant.processors.redact import redact
 from coolant.schemas import Cooldown, Health, HealthTransition, InvalidRecord, Outcome, Record, decode, encode
@@ -34,7 +35,6 @@ from coolant.streams.deadletter import ERROR_KEEP, deadletter_value
 from coolant.streams.faust_adapter import install as install_fast_path
 from coolant.streams.faust_adapter import partition_count
 from coolant.streams.lane import FILL, Lane
-from coolant.streams.materializer import EarlyWrites
 from coolant.streams.monitor import (
     ACTIVE_INTERVAL,
     LAG_INTERVAL,
