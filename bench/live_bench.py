@@ -139,7 +139,8 @@ class Worker:
                                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 
     def metric(self, name: str) -> float:
-        with urlopen(f"http://127.0.0.1:{self.port}/metrics", timeout=60 if PROFILE_MEMORY else 5) as r:
+        # a worker busy catching up on a loaded machine can take seconds to answer
+        with urlopen(f"http://127.0.0.1:{self.port}/metrics", timeout=60 if PROFILE_MEMORY else 30) as r:
             text = r.read().decode()
         return sum(float(v) for v in re.findall(rf"^{name}(?:{{[^}}]*}})? (\S+)$", text, re.M))
 

@@ -19,7 +19,6 @@ from typing import Any
 
 import faust
 import orjson
-from faust.sensors.prometheus import PrometheusMonitor
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from redis.exceptions import RedisError
 
@@ -389,7 +388,7 @@ class Pipeline:
                 return web.json(body, status=503)
             return web.json(body)
 
-        app.monitor = PrometheusMonitor(metrics=metrics.faust_metrics())
+        app.monitor = metrics.Monitor(metrics=metrics.faust_metrics())
 
         @app.page("/metrics")
         async def prometheus(web: Any, request: Any) -> Any:

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import functools
+from typing import Any
 
-from faust.sensors.prometheus import FaustMetrics
+from faust.sensors.prometheus import FaustMetrics, PrometheusMonitor
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
 from coolant.schemas import Cooldown
@@ -133,3 +134,13 @@ HELD_RESUMES = Counter(
 def faust_metrics() -> FaustMetrics:
     """Faust's own sensor metrics (`coolant_faust_*`), registered once per process however many apps it builds."""
     return FaustMetrics.create(REGISTRY, "coolant_faust")
+
+
+class Monitor(PrometheusMonitor):  # type: ignore[misc,unused-ignore]  # faust is untyped
+    """Faust's Prometheus sensor, minus a per-record cost: Faust's fetch loop calls `track_tp_end_offset` for
+    every record it fetches, with the partition's high-water mark, which changes once per fetch at most; each call
+    looked the gauge up by its labels (7% of a busy worker in issue 11's profile). Unchanged offsets are skipped."""
+
+    def track_tp_end_offset(self, tp: Any, offset: int) -> None:
+        if self.tp_end_offsets.get(tp) != offset:
+            super().track_tp_end_offset(tp, offset)
