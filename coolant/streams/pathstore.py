@@ -42,6 +42,10 @@ SEEN_BUCKET = 20.0
 `late_after` (180 s); wider buckets cost less per id, but a flush rewrites a hot deployment's whole bucket."""
 
 
+HOLD = 64
+"""New ids of a deployment's newest bucket that its state value carries before the bucket itself is written."""
+
+
 def bucket_key(key: bytes, bucket: int) -> bytes:
     return key + SEP + b"@" + str(bucket).encode()
 
@@ -148,11 +152,14 @@ class SeenView(MutableMapping[str, float]):
             self._unsure.append((future, ids))
 
     def unsure(self) -> dict[str, float]:
-        """The ids whose bucket writes are not known to be durable, in buckets not forgotten: the state value
-        carries them, so a new owner that finds the state but not the bucket write still knows them."""
+        """The ids not in a bucket write known to be durable (held back by `drain`, or sent and not yet
+        acknowledged), in buckets not forgotten: the state value carries them, so a new owner that finds the
+        state but not the bucket write still knows them."""
         self._unsure = [(f, ids) for f, ids in self._unsure if not _durable(f)]
         live = self._buckets
-        return {e: t for _, ids in self._unsure for e, t in ids.items() if int(t // SEEN_BUCKET) in live}
+        out = {e: t for _, ids in self._unsure for e, t in ids.items() if int(t // SEEN_BUCKET) in live}
+        out.update(self._new)
+        return out
 
     def state_sent(self, future: Any) -> None:
         """A state value naming `buckets()` was handed to the producer: the buckets forgotten before it may be
@@ -161,9 +168,14 @@ class SeenView(MutableMapping[str, float]):
             self._tombstones.append((future, self._dropping))
             self._dropping = []
 
-    def drain(self) -> list[tuple[int, dict[str, float] | None]]:
+    def drain(self, hold: int | None = None) -> list[tuple[int, dict[str, float] | None]]:
         """Buckets to write: each bucket that got new ids with all its ids (the stored ones first, in order), and
-        None for each forgotten bucket whose deletion is due (see `state_sent`)."""
+        None for each forgotten bucket whose deletion is due (see `state_sent`).
+
+        Up to `hold` (default HOLD) new ids of the newest bucket are held back instead: the state value carries
+        them (`unsure`), so a flush costs one write per deployment, not two, until the bucket fills or a newer
+        one starts."""
+        hold = HOLD if hold is None else hold
         out: list[tuple[int, dict[str, float] | None]] = []
         if self._tombstones:
             due = [(f, buckets) for f, buckets in self._tombstones if _durable(f)]
@@ -173,6 +185,11 @@ class SeenView(MutableMapping[str, float]):
         for event_id, ts in self._new.items():
             grouped.setdefault(int(ts // SEEN_BUCKET), {})[event_id] = ts
         self._new = {}
+        if grouped:
+            newest = max(max(grouped), max(self._buckets, default=-1))
+            held = grouped.get(newest)
+            if held is not None and len(held) <= hold:
+                self._new = grouped.pop(newest)
         self._drained = {bucket: dict(ids) for bucket, ids in grouped.items()}
         for bucket, ids in grouped.items():
             if bucket in self._buckets:

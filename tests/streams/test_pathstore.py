@@ -10,11 +10,13 @@ from pathlib import Path
 from typing import Any
 
 import orjson
+import pytest
 
 from coolant.config.loader import load_config
 from coolant.processors import step_outcome
 from coolant.processors.state import PathState
 from coolant.schemas import Outcome, decode
+from coolant.streams import pathstore
 from coolant.streams.pathstore import SEEN_BUCKET, SEP, PathStore, SeenView, bucket_key
 from tests.integration.harness import fleet_traffic, write_config
 
@@ -73,7 +75,7 @@ def test_seen_view_stores_by_bucket_and_forgets_whole_buckets() -> None:
     view = SeenView(stored.get)
 
     def drain() -> list[tuple[int, dict[str, float] | None]]:
-        out = view.drain()
+        out = view.drain(hold=0)
         for bucket, ids in out:
             if ids is None:
                 del stored[bucket]
@@ -127,7 +129,8 @@ def test_seen_view_decides_as_a_dict_does(tmp_path: Path) -> None:
     assert any(value is None for _, _, value, _ in producer.sent), "chunks should have been forgotten on the way"
 
 
-def test_flush_then_reload_from_the_changelog() -> None:
+def test_flush_then_reload_from_the_changelog(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(pathstore, "HOLD", 0)  # every bucket written at each flush (holding: the test below)
     state, seen = FakeTable("state"), FakeTable("seen")
     store = PathStore(state, seen)
     producer = FakeProducer()
@@ -153,9 +156,10 @@ def test_flush_then_reload_from_the_changelog() -> None:
     assert dict(again.seen) == {"e1": w, "e2": 2 * w}
 
 
-def test_a_state_durable_without_its_bucket_writes_still_knows_their_ids() -> None:
+def test_a_state_durable_without_its_bucket_writes_still_knows_their_ids(monkeypatch: pytest.MonkeyPatch) -> None:
     """The state and the seen buckets are on two changelog topics: a crash can leave the state durable and its
     bucket writes lost. The state carries the unacknowledged ids, so the new owner still drops the copies."""
+    monkeypatch.setattr(pathstore, "HOLD", 0)
     store = PathStore(FakeTable("state"), FakeTable("seen"))
     producer = FakeProducer(lose={"seen-changelog"})
 
@@ -183,9 +187,10 @@ def test_a_state_durable_without_its_bucket_writes_still_knows_their_ids() -> No
         {"e0", "e1", "e2", "e3"}
 
 
-def test_ids_stored_for_a_state_that_was_lost_are_not_loaded() -> None:
+def test_ids_stored_for_a_state_that_was_lost_are_not_loaded(monkeypatch: pytest.MonkeyPatch) -> None:
     """A bucket write can be durable while the state of the same flush is lost: the new owner loads the older
     state, whose counts say which of the bucket's ids it knows; the others' records are decided again."""
+    monkeypatch.setattr(pathstore, "HOLD", 0)
     store = PathStore(FakeTable("state"), FakeTable("seen"))
     producer = FakeProducer()
 
@@ -212,9 +217,39 @@ def test_ids_stored_for_a_state_that_was_lost_are_not_loaded() -> None:
     assert list(orjson.loads(replayed(producer.sent, "seen-changelog")[bucket_key(b"dep-1", 0)])) == ["e0", "e1", "e3"]
 
 
+def test_the_newest_bucket_rides_in_the_state_until_it_fills_or_a_newer_one_starts() -> None:
+    """One changelog write per deployment per flush: new ids of the newest bucket (up to HOLD) go in the state
+    value; the bucket is written when a newer bucket starts or it fills. A new owner loads them from either."""
+    store = PathStore(FakeTable("state"), FakeTable("seen"))
+    producer = FakeProducer()
+    w = SEEN_BUCKET
+
+    async def flush_ids(*ids: tuple[str, float]) -> None:
+        ps = store.load("dep-1")
+        for event_id, ts in ids:
+            ps.seen[event_id] = ts
+        store.touch("dep-1", ps, partition=0)
+        await store.flush(producer)
+
+    asyncio.run(flush_ids(("e0", 1.0), ("e1", 2.0)))
+    assert [topic for topic, *_ in producer.sent] == ["state-changelog"]
+    state = orjson.loads(store.state_table.data[b"dep-1"])
+    assert state["buckets"] == [] and state["unsure"] == {"e0": 1.0, "e1": 2.0}
+    asyncio.run(flush_ids(("e2", w + 1)))  # a newer bucket: bucket 0 is written, e2 rides in the state
+    assert [topic for topic, *_ in producer.sent] == ["state-changelog", "seen-changelog", "state-changelog"]
+    state = orjson.loads(store.state_table.data[b"dep-1"])
+    assert state["buckets"] == [0] and state["counts"] == [2] and state["unsure"] == {"e2": w + 1}
+    asyncio.run(flush_ids(*[(f"f{i}", w + 2) for i in range(pathstore.HOLD)]))  # bucket 1 overflows: written
+    state = orjson.loads(store.state_table.data[b"dep-1"])
+    assert state["buckets"] == [0, 1] and state["counts"] == [2, pathstore.HOLD + 1] and "unsure" not in state
+    fresh = PathStore(FakeTable("state", replayed(producer.sent, "state-changelog")),
+                      FakeTable("seen", replayed(producer.sent, "seen-changelog")))
+    assert set(fresh.load("dep-1").seen) == {"e0", "e1", "e2", *(f"f{i}" for i in range(pathstore.HOLD))}
+
+
 def test_the_older_chunked_layout_is_read_and_moved_to_buckets() -> None:
     """States written before the buckets (`"span"` and numbered chunks) load with their ids; the next flush
-    stores those ids in buckets and deletes the old chunks."""
+    stores those ids the new way and deletes the old chunks."""
     state = FakeTable("state", {b"dep-1": orjson.dumps({"state": PathState().to_dict(), "span": [1, 3]})})
     seen = FakeTable("seen", {b"dep-1" + SEP + b"1": orjson.dumps({"e1": 1.0}),
                               b"dep-1" + SEP + b"2": orjson.dumps({"e2": 2.0})})
@@ -224,7 +259,8 @@ def test_the_older_chunked_layout_is_read_and_moved_to_buckets() -> None:
     store.touch("dep-1", ps, partition=0)
     producer = FakeProducer()
     asyncio.run(store.flush(producer))
-    assert set(seen.data) == {bucket_key(b"dep-1", 0)}
+    assert set(seen.data) == set()  # the ids ride in the state until their bucket is written (HOLD)
+    assert orjson.loads(state.data[b"dep-1"])["unsure"] == {"e1": 1.0, "e2": 2.0}
     assert [k for _, k, v, _ in producer.sent if v is None] == [b"dep-1" + SEP + b"1", b"dep-1" + SEP + b"2"]
     assert "e1" in PathStore(state, seen).load("dep-1").seen
 
