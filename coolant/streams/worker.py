@@ -33,7 +33,7 @@ FAUST_ENV_SET_BY_COOLANT = (
 )
 """Faust settings that Faust lets its environment variables override, although coolant sets them from its own
 options (`--bootstrap`, `--web-port`, `--session-timeout`, ...): left in place they would silently win. Other
-Faust variables (e.g. BROKER_MAX_POLL_RECORDS) are tuning knobs coolant does not set, and still work."""
+Faust variables (e.g. BROKER_MAX_POLL_RECORDS, CONSUMER_MAX_FETCH_SIZE) are tuning knobs, and still work."""
 
 
 GC_THRESHOLD = 100_000
