@@ -294,8 +294,8 @@ class Engine:
         itself (FP1, docs/engine-fast-path.md): those add 1 to their `DeploymentState.counted` instead.
 
         A plain success is the common record, so its path here is `step_outcome`'s own success path, inlined,
-        for a deployment with nothing to create or discard: every check that could send the record elsewhere
-        is made before anything changes, and any record that fails one goes through `feed` unchanged.
+        for a deployment that has a state and no L3 discard due: every check that could send the record
+        elsewhere is made before anything changes, and any record that fails one goes through `feed` unchanged.
         """
         policy = self.policy
         o = policy.options
@@ -312,7 +312,6 @@ class Engine:
         for rec in records:
             if type(rec) is Outcome and rec.ok is True and (st := states.get(rec.deployment_id)) is not None:
                 ps = st.request
-                pod = None
                 ts = rec.ts
                 hw = ps.hw
                 seen = ps.seen
@@ -323,14 +322,19 @@ class Engine:
                     and event_id not in seen  # L2
                     and not (final_only and rec.final is False)  # O3
                     and rec.source != "pre_call_check"  # N2
-                    and (cell := ps.windows.get(int(ts // width))) is not None  # O5 (`windows.slot`): the window exists
-                    and (not counters or (pod := ps.litellm.get(rec.gateway or "")) is not None)  # LC2
                 ):
                     seen[event_id] = ts
                     if ts > hw:
                         ps.hw = ts
-                    cell[0] += 1
-                    if pod is not None:
+                    cell = ps.windows.get(k := int(ts // width))  # O5 (`windows.slot`)
+                    if cell is None:
+                        ps.windows[k] = [1, 0]
+                    else:
+                        cell[0] += 1
+                    if counters:  # LC2
+                        pod = ps.litellm.get(gateway := rec.gateway or "")
+                        if pod is None:
+                            pod = ps.litellm[gateway] = PodCounters()
                         if ts >= pod.s_anchor + COUNTER_TTL:
                             pod.s_anchor = ts
                             pod.s_count = 1
