@@ -41,7 +41,7 @@ import orjson
 import yaml
 
 from coolant.config.loader import parse_config
-from coolant.io.sources import read_lines
+from coolant.io.sources import read_blocks
 from coolant.sim.simulate import (
     AgentLoad,
     EngineCooldowns,
@@ -141,7 +141,7 @@ def part_b(seeds: Sequence[int]) -> dict[str, Any]:
 
 
 def part_c() -> dict[str, Any]:
-    recording = load_recording(read_lines([str(S1_RECORDING)]), quiet_gap=60)
+    recording = load_recording(read_blocks([str(S1_RECORDING)]), quiet_gap=60)
     data = yaml.safe_load(S1_CONFIG.read_text())
     out: dict[str, Any] = {}
     print("C. S1 recorded traffic (open loop, as `coolant tune` measures): successes diverted")

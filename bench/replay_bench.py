@@ -1,9 +1,9 @@
 """Replay throughput against the JSON parse floor (issue: policy core and replay).
 
-    .venv/bin/python bench/replay_bench.py [--records 1000000] [--repeat 3]
+    .venv/bin/python bench/replay_bench.py [--records 1000000] [--deployments 2000] [--repeat 3]
 
-Generates bench/out/fleet.jsonl (1M outcome records, 2,000 deployments, incident bursts) if
-missing, then times, on the same file, best of --repeat runs:
+Generates bench/out/fleet.jsonl (1M outcome records, 2,000 deployments, incident bursts; with another
+--deployments, bench/out/fleet-N/) if missing, then times, on the same file, best of --repeat runs:
   floor   reading the lines and orjson.loads of each (the least any JSON reader must do),
   replay  coolant's replay loop: decode + validate + policy + summary (cooldowns kept in a list).
 Prints records/s for both and the ratio replay/floor. Also peak RSS, to show state stays bounded.
@@ -56,19 +56,22 @@ def best(fn: object, repeat: int) -> tuple[float, object]:
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--records", type=int, default=1_000_000)
+    p.add_argument("--deployments", type=int, default=2000)
     p.add_argument("--repeat", type=int, default=3)
     a = p.parse_args()
-    data, config = OUT / "fleet.jsonl", OUT / "fleet.yaml"
+    out = OUT if a.deployments == 2000 else OUT / f"fleet-{a.deployments}"
+    data, config = out / "fleet.jsonl", out / "fleet.yaml"
     lines = sum(1 for _ in data.open("rb")) if data.exists() else 0
     if lines != a.records:
         print(f"generating {a.records:,} records ...", file=sys.stderr)
         gen = Path(__file__).parent / "fleet_traffic.py"
-        subprocess.run([sys.executable, str(gen), "--records", str(a.records), "--out", str(OUT)], check=True)
+        subprocess.run([sys.executable, str(gen), "--records", str(a.records), "--deployments", str(a.deployments),
+                        "--out", str(out)], check=True)
     size_mb = data.stat().st_size / 1e6
     t_floor, n = best(lambda: floor(str(data)), a.repeat)
     t_replay, (records, cooldowns) = best(lambda: run_replay(str(data), config), a.repeat)  # type: ignore[misc]
     rss_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-    print(f"file        {data} ({n:,} records, {size_mb:.0f} MB)")
+    print(f"file        {data} ({n:,} records, {a.deployments:,} deployments, {size_mb:.0f} MB)")
     print(f"floor       {n / t_floor:>12,.0f} records/s  ({t_floor:.2f} s, read + orjson.loads)")
     print(f"replay      {records / t_replay:>12,.0f} records/s  ({t_replay:.2f} s, {cooldowns:,} cooldowns)")
     print(f"ratio       {t_replay / t_floor:>12.2f} x the parse floor")

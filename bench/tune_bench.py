@@ -24,7 +24,7 @@ from pathlib import Path
 
 from coolant.config.loader import load_config
 from coolant.config.yaml_read import load_yaml
-from coolant.io.sources import read_lines
+from coolant.io.sources import read_blocks
 from coolant.tuning.grid import build_grid, parse_axis
 from coolant.tuning.runner import GridRun, default_jobs
 from coolant.tuning.traffic import load_recording
@@ -60,7 +60,7 @@ def main() -> None:
     points = build_grid(raw, [parse_axis(g) for g in GRID], str(config))
 
     started = time.perf_counter()
-    recording = load_recording(read_lines([str(data)]), quiet_gap=60)
+    recording = load_recording(read_blocks([str(data)]), quiet_gap=60)
     t_read = time.perf_counter() - started
     charted = recording.busiest(3)
     grid_started = time.perf_counter()

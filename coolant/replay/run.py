@@ -7,9 +7,9 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from coolant.io.sources import Block
+from coolant.io.sources import Block, decode_records
 from coolant.processors import Disposition, Engine, Policy, Skip
-from coolant.schemas import Cooldown, Health, HealthTransition, InvalidRecord, Outcome, Record, decode, decode_block
+from coolant.schemas import Cooldown, Health, HealthTransition, Outcome
 
 MAX_INVALID_SAMPLES = 20
 _DROPPED = frozenset({Disposition.LATE, Disposition.DUPLICATE})
@@ -45,6 +45,11 @@ class ReplaySummary:
     health_updates: int = 0
     health_transitions: int = 0
 
+    def add_invalid(self, where_and_problem: str) -> None:
+        self.invalid += 1
+        if len(self.invalid_samples) < MAX_INVALID_SAMPLES:
+            self.invalid_samples.append(where_and_problem)
+
     @property
     def cooldowns(self) -> int:
         return sum(self.reasons.values())
@@ -73,27 +78,6 @@ class ReplaySummary:
         }
 
 
-def decode_records(block: Block, summary: ReplaySummary) -> list[Record]:
-    """The valid records of a block, in order. A block with a bad line is redone line by line,
-    so each invalid record is reported with its file and line number."""
-    source, first, data = block
-    try:
-        return decode_block(data)
-    except InvalidRecord:
-        pass
-    records = []
-    for lineno, line in enumerate(data.split(b"\n"), first):
-        if not line.strip():
-            continue
-        try:
-            records.append(decode(line))
-        except InvalidRecord as exc:
-            summary.invalid += 1
-            if len(summary.invalid_samples) < MAX_INVALID_SAMPLES:
-                summary.invalid_samples.append(f"{source}:{lineno}: {exc}")
-    return records
-
-
 def replay(
     blocks: Iterable[Block],
     policy: Policy,
@@ -108,7 +92,7 @@ def replay(
     deployments = summary.deployments
     records = 0
     for block in blocks:
-        decoded = decode_records(block, summary)
+        decoded = decode_records(block, summary.add_invalid)
         records += len(decoded)
         # Plain successes are counted by the engine itself (`DeploymentState.counted`), added in below.
         for rec, step in engine.feed_all(decoded):

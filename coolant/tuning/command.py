@@ -27,7 +27,7 @@ from rich.progress import (
 from coolant.config.errors import ConfigError
 from coolant.config.loader import load_config
 from coolant.config.yaml_read import load_yaml
-from coolant.io.sources import SourceError, check_readable, read_lines, total_size
+from coolant.io.sources import SourceError, check_readable, read_blocks, total_size
 from coolant.tuning.grid import Axis, GridPoint, build_grid, identical, parse_axis
 from coolant.tuning.report import OBJECTIVES, Result, csv_text, json_bytes, rank, render_table, to_document
 from coolant.tuning.report_html import render_html
@@ -234,11 +234,11 @@ def tune_command(
 
 def _read(events: list[str], quiet_gap: float, err: Console, show: bool) -> Recording:
     if not show:
-        return load_recording(read_lines(events), quiet_gap)
+        return load_recording(read_blocks(events), quiet_gap)
     columns = (TextColumn("reading"), BarColumn(), DownloadColumn(), TimeRemainingColumn())
     with Progress(*columns, console=err, transient=True) as bar:
         task = bar.add_task("read", total=total_size(events) or None)
-        return load_recording(read_lines(events, lambda n: bar.advance(task, n)), quiet_gap)
+        return load_recording(read_blocks(events, lambda n: bar.advance(task, n)), quiet_gap)
 
 
 def _run(

@@ -14,8 +14,8 @@ from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from coolant.io.sources import Line
-from coolant.schemas import Health, InvalidRecord, Outcome, decode
+from coolant.io.sources import Block, decode_records
+from coolant.schemas import Health, Outcome
 from coolant.tuning.metrics import DeploymentTraffic, incidents
 
 __all__ = ["MAX_INVALID_SAMPLES", "Recording", "index_traffic", "load_recording"]
@@ -83,30 +83,26 @@ def index_traffic(records: Iterable[EngineInput], quiet_gap: float) -> dict[str,
     return out
 
 
-def load_recording(lines: Iterable[Line], quiet_gap: float) -> Recording:
-    """Decode every line once; invalid lines are counted (first few kept with their position)."""
+def load_recording(blocks: Iterable[Block], quiet_gap: float) -> Recording:
+    """Decode every record once, a block at a time; invalid lines are counted (first few kept with their
+    position)."""
     rec = Recording()
     records = rec.records
-    first = last = None
-    for source, lineno, data in lines:
-        rec.lines += 1
-        try:
-            r = decode(data)
-        except InvalidRecord as exc:
-            rec.invalid += 1
-            if len(rec.invalid_samples) < MAX_INVALID_SAMPLES:
-                rec.invalid_samples.append(f"{source}:{lineno}: {exc}")
-            continue
-        if type(r) is Outcome or type(r) is Health:
-            records.append(r)
-            ts = r.ts
-            if first is None or ts < first:
-                first = ts
-            if last is None or ts > last:
-                last = ts
-        else:
-            rec.ignored += 1
-    rec.first_ts, rec.last_ts = first, last
+
+    def invalid(where_and_problem: str) -> None:
+        rec.invalid += 1
+        if len(rec.invalid_samples) < MAX_INVALID_SAMPLES:
+            rec.invalid_samples.append(where_and_problem)
+
+    valid = 0
+    for block in blocks:
+        decoded = decode_records(block, invalid)
+        valid += len(decoded)
+        records.extend(r for r in decoded if type(r) is Outcome or type(r) is Health)
+    rec.lines = valid + rec.invalid
+    rec.ignored = valid - len(records)
+    if records:
+        stamps = [r.ts for r in records]
+        rec.first_ts, rec.last_ts = min(stamps), max(stamps)
     rec.traffic = index_traffic(records, quiet_gap)
     return rec
-

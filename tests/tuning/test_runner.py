@@ -93,7 +93,7 @@ def test_load_recording_counts_what_the_metrics_use() -> None:
         ("f", 7, b'{"schema": "coolant.outcome/1"}'),
         ("f", 8, b'{"schema": "coolant.deployment/1", "deployment_id": "d9", "model_group": "g"}'),
     ]
-    rec = load_recording(lines, quiet_gap=60)
+    rec = load_recording([("f", 1, b"\n".join(line for _, _, line in lines) + b"\n")], quiet_gap=60)
     assert rec.lines == 8 and rec.invalid == 1 and rec.ignored == 1
     assert rec.invalid_samples and rec.invalid_samples[0].startswith("f:7: ")
     assert len(rec.records) == 6  # outcomes and probes, in file order
