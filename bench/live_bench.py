@@ -350,6 +350,7 @@ def profile_summary(path: Path) -> str:
     if not path.exists():
         return f"profile: {path} not written (is py-spy installed? PY_SPY names its binary)"
     spots: dict[str, int] = dict.fromkeys([name for name, _ in PROFILE_SPOTS] + ["idle (select)", "other"], 0)
+    consumer_thread = 0
     total = 0
     for line in path.read_text().splitlines():
         stack, _, count = line.rpartition(" ")
@@ -358,7 +359,9 @@ def profile_summary(path: Path) -> str:
         n = int(count)
         total += n
         frames = stack.split(";")
-        if frames[-1].startswith("select ("):
+        if frames[0].startswith("Thread._bootstrap"):
+            consumer_thread += n
+        if "select (selectors.py" in frames[-1]:  # the event loop (either thread's) waiting for the network
             spots["idle (select)"] += n
             continue
         for frame in reversed(frames):
@@ -369,7 +372,9 @@ def profile_summary(path: Path) -> str:
         else:
             spots["other"] += n
     rows = [f"  {100 * n / max(total, 1):5.1f}%  {name}" for name, n in sorted(spots.items(), key=lambda x: -x[1])]
-    return f"profile    {total:,} samples of the capacity worker ({path}), by leaf-most spot:\n" + "\n".join(rows)
+    threads = f"{100 * consumer_thread / max(total, 1):.0f}% in Faust's consumer thread (aiokafka)"
+    return (f"profile    {total:,} samples of the capacity worker ({path}), by leaf-most spot; {threads}:\n"
+            + "\n".join(rows))
 
 
 def main() -> None:
