@@ -19,7 +19,7 @@ from coolant.processors.dispositions import Disposition, Skip
 from coolant.processors.duration import provider_capped, request_duration, router_duration
 from coolant.processors.emit import admit, build
 from coolant.processors.health import transition
-from coolant.processors.policy import COUNTER_TTL, DeploymentEntry, Options, Policy
+from coolant.processors.policy import DeploymentEntry, Options, Policy
 from coolant.processors.state import DeploymentState, HealthState, PathState, PodCounters
 from coolant.schemas import Cooldown, Health, HealthTransition, Outcome, Record, Window
 
@@ -97,13 +97,7 @@ def step_outcome(policy: Policy, ps: PathState, rec: Outcome) -> Step:
         pod = ps.litellm.get(gateway := rec.gateway or "")  # is counted before the decision reads it
         if pod is None:
             pod = ps.litellm[gateway] = PodCounters()
-        if not ok:
-            windows.bump(pod, ts, ok)
-        elif ts >= pod.s_anchor + COUNTER_TTL:  # `windows.bump` for a success, inlined: the replay hot path
-            pod.s_anchor = ts
-            pod.s_count = 1
-        else:
-            pod.s_count += 1
+        windows.bump(pod, ts, ok)
     if ok:
         if ps.probation:
             ps.probation = False  # X7.2: a success ends probation
@@ -290,61 +284,24 @@ class Engine:
         return eject(self.policy, self.ejections.setdefault(cd.model_group, {}), step)
 
     def feed_all(self, records: Iterable[Record]) -> Iterator[tuple[Record, Step]]:
-        """`feed` for each record in order, yielding (record, step) except for the plain successes it counts
-        itself (FP1, docs/engine-fast-path.md): those add 1 to their `DeploymentState.counted` instead.
+        """`feed` for each record in order, yielding (record, step) except for the records whose step only counted
+        them (FP1, docs/engine-fast-path.md): those add 1 to their `DeploymentState.counted` instead.
 
-        A plain success is the common record, so its path here is `step_outcome`'s own success path, inlined,
-        for a deployment that has a state and no L3 discard due: every check that could send the record
-        elsewhere is made before anything changes, and any record that fails one goes through `feed` unchanged.
+        Nearly every record is such a success, so skipping `feed`'s dispatch and the caller's per-step work for
+        them is replay's and tuning's hot path. The decision is still `step_outcome`'s, the worker's own.
         """
         policy = self.policy
-        o = policy.options
         states = self.states
         feed = self.feed
-        if o.quota is not None:  # X6 reads every success: nothing is plain
-            for rec in records:
-                yield rec, feed(rec)
-            return
-        late_after = o.late_after
-        width = o.slot_width
-        final_only = o.count_attempts == "final_only"
-        counters = o.litellm_counters
         for rec in records:
-            if type(rec) is Outcome and rec.ok is True and (st := states.get(rec.deployment_id)) is not None:
-                ps = st.request
-                ts = rec.ts
-                hw = ps.hw
-                seen = ps.seen
-                event_id = rec.event_id
-                if (
-                    not hw - ts > late_after  # L1
-                    and ts < ps.gc_next  # no L3 discard due (and so ts > hw only within the minute)
-                    and event_id not in seen  # L2
-                    and not (final_only and rec.final is False)  # O3
-                    and rec.source != "pre_call_check"  # N2
-                ):
-                    seen[event_id] = ts
-                    if ts > hw:
-                        ps.hw = ts
-                    cell = ps.windows.get(k := int(ts // width))  # O5 (`windows.slot`)
-                    if cell is None:
-                        ps.windows[k] = [1, 0]
-                    else:
-                        cell[0] += 1
-                    if counters:  # LC2
-                        pod = ps.litellm.get(gateway := rec.gateway or "")
-                        if pod is None:
-                            pod = ps.litellm[gateway] = PodCounters()
-                        if ts >= pod.s_anchor + COUNTER_TTL:
-                            pod.s_anchor = ts
-                            pod.s_count = 1
-                        else:
-                            pod.s_count += 1
-                    if ps.probation:
-                        ps.probation = False  # X7.2
+            if type(rec) is Outcome and (st := states.get(rec.deployment_id)) is not None:
+                step = step_outcome(policy, st.request, rec)
+                if step is COUNTED:
                     st.counted += 1
                     continue
-            yield rec, feed(rec)
+                yield rec, self.filter(step) if step.candidate else step
+            else:
+                yield rec, feed(rec)
 
     def run(self, records: Iterable[Record]) -> list[Cooldown]:
         """Convenience for tests and tuning: every cooldown emitted for `records`, in order."""

@@ -127,4 +127,4 @@ class DeploymentState:
     request: PathState = field(default_factory=PathState)
     health: PathState = field(default_factory=PathState)
     counted: int = 0
-    """Plain successes `Engine.feed_all` counted on its fast path (FP1), which it yields no step for."""
+    """Records whose step only counted them, which `Engine.feed_all` yields no step for (FP1)."""
