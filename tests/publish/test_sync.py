@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import socket
 import threading
 import time
@@ -50,11 +51,26 @@ def test_dead_broker_publish_stays_fast_and_close_is_bounded() -> None:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     with SyncPublisher(f"127.0.0.1:{port}", max_buffer=500, reconnect_backoff=(0.05, 0.5)) as pub:
-        t0 = time.perf_counter()
-        accepted = sum(pub.publish(outcome(i)) for i in range(1000))
-        took = time.perf_counter() - t0
-        print(f"\nSyncPublisher, Kafka down: 1000 publish() calls from a plain thread took {took * 1000:.2f} ms")
-        assert took < 1.0
+        # Hold the publisher's loop thread still: a publish() that waited on it for anything would never return.
+        loop = pub._loop
+        assert loop is not None
+        held, release = threading.Event(), threading.Event()
+
+        def hold() -> None:
+            held.set()
+            release.wait()
+
+        loop.call_soon_threadsafe(hold)
+        assert held.wait(30), "the publisher's loop never ran the hold"
+        with concurrent.futures.ThreadPoolExecutor(1) as calls:
+            t0 = time.perf_counter()
+            done = calls.submit(lambda: sum(pub.publish(outcome(i)) for i in range(1000)))
+            try:
+                accepted = done.result(30)  # a hang guard: publish() returns while its loop cannot run at all
+            finally:
+                release.set()
+            took = time.perf_counter() - t0
+        print(f"\nSyncPublisher, Kafka down, loop held: 1000 publish() calls took {took * 1000:.2f} ms")
         assert accepted == 500
         assert pub.stats == PublisherStats(dropped_unavailable=500, buffered=500)
         t0 = time.monotonic()
