@@ -71,9 +71,13 @@ class Secured:
         return redis_client(RedisSettings(url=self.redis_url, password=PASSWORD, ssl_cafile=self.redis_ca))
 
 
-def _start(script: str, env: dict[str, str]) -> dict[str, str]:
-    proc = subprocess.run([str(ROOT / "scripts" / script), "start"], capture_output=True, text=True, timeout=900,
+def _script(script: str, action: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([str(ROOT / "scripts" / script), action], capture_output=True, text=True, timeout=900,
                           env={**os.environ, "PYTHON": os.environ.get("PYTHON", sys.executable), **env}, check=False)
+
+
+def _start(script: str, env: dict[str, str]) -> dict[str, str]:
+    proc = _script(script, "start", env)
     if proc.returncode != 0:
         message = f"scripts/{script} start (secured) failed: {proc.stderr.strip()[-1500:]}"
         if os.environ.get("REQUIRE_INTEGRATION") == "1":
@@ -84,10 +88,17 @@ def _start(script: str, env: dict[str, str]) -> dict[str, str]:
 
 @pytest.fixture(scope="module")
 def secured() -> Iterator[Secured]:
-    kafka = _start("kafka-local", {"KAFKA_SECURE": "1", "KAFKA_PORT": str(KAFKA_PORT),
-                                   "KAFKA_CONTROLLER_PORT": str(KAFKA_PORT + 1)})
-    redis = _start("redis-local", {"REDIS_SECURE": "1", "REDIS_PORT": str(REDIS_PORT)})
-    yield Secured(kafka["KAFKA_BOOTSTRAP"], kafka["KAFKA_CAFILE"], redis["REDIS_URL"], redis["REDIS_CAFILE"])
+    kafka_env = {"KAFKA_SECURE": "1", "KAFKA_PORT": str(KAFKA_PORT), "KAFKA_CONTROLLER_PORT": str(KAFKA_PORT + 1)}
+    redis_env = {"REDIS_SECURE": "1", "REDIS_PORT": str(REDIS_PORT)}
+    kafka = _start("kafka-local", kafka_env)
+    try:
+        redis = _start("redis-local", redis_env)
+        try:
+            yield Secured(kafka["KAFKA_BOOTSTRAP"], kafka["KAFKA_CAFILE"], redis["REDIS_URL"], redis["REDIS_CAFILE"])
+        finally:  # nobody else uses these ports: a later run from another checkout must find them free
+            _script("redis-local", "stop", redis_env)
+    finally:
+        _script("kafka-local", "stop", kafka_env)
 
 
 def coolant(*args: str, env: dict[str, str], timeout: float = 120) -> subprocess.CompletedProcess[str]:
