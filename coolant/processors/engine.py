@@ -71,6 +71,13 @@ def _accept(o: Options, ps: PathState, event_id: str, ts: float) -> Step | None:
     return None
 
 
+def counted(o: Options, rec: Outcome) -> bool:
+    """O3 (a non-final attempt under `final_only`) and N2 (a successful pre-call check) are not counted."""
+    if rec.final is False and o.count_attempts == "final_only":
+        return False
+    return not (rec.ok and rec.source == "pre_call_check")
+
+
 def step_outcome(policy: Policy, ps: PathState, rec: Outcome) -> Step:
     """O1-O9 for one outcome record, before the group-level ejection filter.
 
@@ -81,11 +88,9 @@ def step_outcome(policy: Policy, ps: PathState, rec: Outcome) -> Step:
     stop = _accept(o, ps, rec.event_id, ts)
     if stop is not None:
         return stop
-    if rec.final is False and o.count_attempts == "final_only":  # O3
+    if not counted(o, rec):
         return IGNORED
     ok = rec.ok
-    if ok and rec.source == "pre_call_check":  # N2
-        return IGNORED
     width = o.slot_width
     cell = ps.windows.get(k := windows.slot(ts, width))  # O5: count in the record's window
     if cell is None:

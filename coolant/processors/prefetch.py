@@ -36,8 +36,8 @@ from dataclasses import dataclass, field
 from coolant.processors import ejection, windows
 from coolant.processors.decide import decide, retryable
 from coolant.processors.dispositions import Skip
-from coolant.processors.engine import emit_fresh, failure_of, step_outcome
-from coolant.processors.policy import COUNTER_TTL, Policy
+from coolant.processors.engine import counted, emit_fresh, failure_of, step_outcome
+from coolant.processors.policy import Policy
 from coolant.processors.state import NEG_INF, PathState, PodCounters
 from coolant.schemas import Cooldown, Outcome
 
@@ -73,7 +73,7 @@ def count_own(policy: Policy, own: OwnCounters, rec: Outcome) -> PodCounters | N
     if own.hw - ts > o.late_after:  # PF4: the pod's clock went back; what it discarded may be needed again
         own.off = f"a record {own.hw - ts:.0f} s older than the newest one (late_after {o.late_after:g} s)"
         return None
-    if (rec.final is False and o.count_attempts == "final_only") or (rec.ok and rec.source == "pre_call_check"):
+    if not counted(o, rec):
         return None
     if ts > own.hw:
         own.hw = ts
@@ -95,7 +95,7 @@ def count_own(policy: Policy, own: OwnCounters, rec: Outcome) -> PodCounters | N
 
 def _discard(own: OwnCounters, horizon: float) -> None:
     """LC5 on the pod's clock: counters every record the pod can still publish in time would re-anchor."""
-    for key in [k for k, c in own.counters.items() if max(c.s_anchor, c.f_anchor) + COUNTER_TTL <= horizon]:
+    for key in [k for k, c in own.counters.items() if windows.spent(c, horizon)]:
         del own.counters[key]
 
 

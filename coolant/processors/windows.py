@@ -49,6 +49,11 @@ def bump(pod: PodCounters, ts: float, ok: bool) -> None:
         pod.f_count += 1
 
 
+def spent(pod: PodCounters, horizon: float) -> bool:
+    """LC5: both anchors are 60 s or more before `horizon`, so every record still in time re-anchors them."""
+    return max(pod.s_anchor, pod.f_anchor) + COUNTER_TTL <= horizon
+
+
 def litellm_counts(pod: PodCounters, ts: float) -> Window:
     """LC3: the counts the publisher's LiteLLM process reads at ts when it decides on its failure.
 
@@ -68,7 +73,7 @@ def discard(ps: PathState, late_after: float, width: int) -> None:
     for name in [n for n, c in ps.counters.items() if c.expires <= horizon]:
         del ps.counters[name]
     # D7 counters that no non-late record can read any more (the next increment re-anchors them anyway).
-    for gateway in [g for g, c in ps.litellm.items() if max(c.s_anchor, c.f_anchor) + COUNTER_TTL <= horizon]:
+    for gateway in [g for g, c in ps.litellm.items() if spent(c, horizon)]:
         del ps.litellm[gateway]
     seen = ps.seen
     if type(seen) is not dict and isinstance(seen, ForgetsExpired):
