@@ -24,6 +24,9 @@ from aiokafka import AIOKafkaConsumer
 from coolant.schemas import Outcome
 
 ROOT = Path(__file__).resolve().parents[2]
+HANG_GUARD_S = 30.0
+"""How long a test waits for a call that must return before it calls the call hung: a liveness guard, not a speed
+check (speed figures live in benchmarks)."""
 
 
 @pytest.fixture
