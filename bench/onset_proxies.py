@@ -17,9 +17,14 @@ by side on the same upstream switch, each run with its own deployments A, B, C:
             --coolant fast (default): `COOLANT_CONFIG` too, so the pods' fast path decides, including PF (the
             pod's own D7 counters, docs/windows.md §6); --coolant push: no config, the worker decides alone.
 
-Prints per onset the failed requests of each side (per run), and coolant's cooldown records per incident of C
-(`onset_compare.incidents`). --coalesce sets the worker's X8 `recool_coalesce` (it switches the pods' fast path
-off, docs/windows.md §6). A bench, not a test: it takes about a minute per onset and run.
+Prints per onset the failed requests of each side (per run); coolant's cooldown records per incident of C
+(`onset_compare.incidents`: a record at or after the current end opens a new incident, so a re-cool after an
+expiry is a new one); and where coolant's failed requests come from (`sources`: C's failed attempts, by when the
+proxy started them against the worker's cooldown spans: the crossing, re-cools after an expiry, in flight,
+while cooled). --coalesce sets the worker's X8 `recool_coalesce`; with --coolant fast the pods then hold PF7's
+part of each cooldown (S shorter, docs/windows.md §6). --dump DIR keeps the raw data (requests, outcome and
+cooldown records); --report DIR prints the report again from it. A bench, not a test: it takes about a minute
+per onset and run.
 """
 
 from __future__ import annotations
@@ -34,6 +39,7 @@ import sys
 import tempfile
 import time
 import uuid
+from collections import Counter
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlparse
@@ -123,22 +129,26 @@ def proxy_config(path: Path, models: list[dict[str, Any]], mode: str, namespace:
     return path
 
 
-async def run(fake: FakeOpenAI, proxies: list[Proxy], group: str, start_at: float, a: argparse.Namespace
-              ) -> tuple[int, int]:
-    """Warm up from `start_at` (wall clock), then the incident; (failed requests after the onset, requests)."""
+async def run(fake: FakeOpenAI, proxies: list[Proxy], group: str, start_at: float, a: argparse.Namespace,
+              log: list[dict[str, Any]]) -> tuple[int, int]:
+    """Warm up from `start_at` (wall clock), then the incident; (failed requests after the onset, requests).
+    Each request's group, proxy, send and answer times and outcome are appended to `log`."""
     failed = 0
     onset = start_at + a.warmup
 
-    async def one(proxy: Proxy) -> None:
+    async def one(i: int) -> None:
         nonlocal failed
+        proxy, sent, ok = proxies[i % PODS], time.time(), True
         try:
             await proxy.client.chat.completions.create(model=group, messages=MESSAGES)
         except openai.APIError:
+            ok = False
             if time.time() >= onset:
                 failed += 1
+        log.append({"group": group, "pod": i % PODS, "sent": sent, "done": time.time(), "ok": ok})
 
     await asyncio.sleep(max(0.0, start_at - time.time()))
-    total = await paced(lambda i: one(proxies[i % PODS]), a.rate, onset + a.incident)
+    total = await paced(one, a.rate, onset + a.incident)
     return failed, total
 
 
@@ -180,6 +190,7 @@ async def main_async(a: argparse.Namespace) -> None:
                     env["COOLANT_CONFIG"] = str(worker_config)
             sides[mode].append(Proxy(f"{mode}-{i}", config, env, workdir))
     results: dict[tuple[int, str], list[int]] = {}
+    requests: list[dict[str, Any]] = []
     try:
         await worker.wait_ready()
         for mode, proxies in sides.items():
@@ -205,7 +216,7 @@ async def main_async(a: argparse.Namespace) -> None:
 
             switched = asyncio.ensure_future(incident())
             runs = await asyncio.gather(*(
-                run(fake, sides[mode], run_ids(tag, onset, rep, mode)[0], start_at, a) for mode in MODES))
+                run(fake, sides[mode], run_ids(tag, onset, rep, mode)[0], start_at, a, requests) for mode in MODES))
             await switched
             for mode, (failed, _) in zip(MODES, runs, strict=True):
                 results.setdefault((onset, mode), []).append(failed)
@@ -219,7 +230,10 @@ async def main_async(a: argparse.Namespace) -> None:
         except Exception as exc:  # report what there is
             print(f"worker not caught up ({exc}); records per incident are incomplete")
         cooldowns = [orjson.loads(m.value) for m in await read_topic(BOOTSTRAP, prefix + "cooldowns")]
-        report(a, tag, onsets, results, cooldowns)
+        outcomes = [orjson.loads(m.value) for m in await read_topic(BOOTSTRAP, prefix + "outcomes")]
+        report(a, tag, onsets, results, cooldowns, requests, outcomes)
+        if a.dump:
+            dump(Path(a.dump), tag, onsets, a, results, requests, cooldowns, outcomes)
     finally:
         for proxies in sides.values():
             for p in proxies:
@@ -231,39 +245,123 @@ async def main_async(a: argparse.Namespace) -> None:
     print(f"total {time.monotonic() - t_start:.0f} s")
 
 
+SOURCES = ("crossing", "crossing in flight", "re-cool", "re-cool in flight", "while cooled")
+"""Where coolant's failed requests come from (`sources`), in the order the report prints them."""
+
+
+def spans(cooldowns: list[dict[str, Any]]) -> list[tuple[float, float, int]]:
+    """The cooldown spans of one deployment's records: (opened, end, records); a record at or after the current
+    end opens a new span, as `onset_compare.incidents` counts incidents."""
+    out: list[tuple[float, float, int]] = []
+    for cd in sorted(cooldowns, key=lambda c: c["ts"]):
+        if out and cd["ts"] < out[-1][1]:
+            opened, end, n = out[-1]
+            out[-1] = (opened, max(end, cd["until"]), n + 1)
+        else:
+            out.append((cd["ts"], cd["until"], 1))
+    return out
+
+
+def sources(outcomes: list[dict[str, Any]], cooldowns: list[dict[str, Any]], onset: float) -> Counter[str]:
+    """C's failed attempts after the onset (each one a failed request: no retries), by when the proxy started
+    the attempt (`ts - latency_ms`, just after routing it) against the worker's cooldown spans: before the first
+    span opened (`crossing`: the rate had not crossed yet); after a span ended, before the next opened
+    (`re-cool`: the first failures after an expiry, which re-cool); inside a span (`while cooled`: the pod had
+    not applied the cooldown yet). `in flight`: started before the span that was open when it failed."""
+    out: Counter[str] = Counter()
+    opened = [(o, e) for o, e, _ in spans(cooldowns)]
+    for r in outcomes:
+        ts = r["ts"]
+        if r["ok"] or ts < onset:
+            continue
+        began = ts - (r.get("latency_ms") or 0) / 1000
+        before = [(o, e) for o, e in opened if o <= began]
+        if before and began < before[-1][1]:
+            out["while cooled"] += 1
+            continue
+        kind = "re-cool" if before else "crossing"
+        nxt = next((o for o, _ in opened if o > began), None)
+        out[kind + (" in flight" if nxt is not None and ts > nxt else "")] += 1
+    return out
+
+
 def report(a: argparse.Namespace, tag: str, onsets: list[int], results: dict[tuple[int, str], list[int]],
-           cooldowns: list[dict[str, Any]]) -> None:
+           cooldowns: list[dict[str, Any]], requests: list[dict[str, Any]], outcomes: list[dict[str, Any]]) -> None:
     print(f"\nfailed requests after the onset (per run), and the worker's cooldown records per incident of C "
           f"(coolant pods: {a.coolant}; recool_coalesce {a.coalesce})")
-    print(f"  {'onset':>5} | {'litellm':>10} | {'coolant':>10} | {'ratio':>5} | records/incident")
+    print(f"  {'onset':>5} | {'litellm':>10} | {'coolant':>10} | {'ratio':>5} | records/incident | coolant's failures: "
+          + ", ".join(SOURCES))
     lit_all: list[int] = []
     coo_all: list[int] = []
     met = 0
     per_incident: list[int] = []
+    total: Counter[str] = Counter()
     for onset in onsets:
         lit, coo = results[(onset, "litellm")], results[(onset, "coolant")]
         lit_all += lit
         coo_all += coo
         met += sum(coo) <= sum(lit)
         mine: list[int] = []
+        where: Counter[str] = Counter()
         for rep in range(a.repeat):
-            c = run_ids(tag, onset, rep, "coolant")[1][2]
-            mine += incidents([cd for cd in cooldowns if cd["deployment_id"] == c])
+            group, deps = run_ids(tag, onset, rep, "coolant")
+            of_c = [cd for cd in cooldowns if cd["deployment_id"] == deps[2]]
+            mine += incidents(of_c)
+            sent = [r["sent"] for r in requests if r["group"] == group]
+            if sent:
+                where += sources([o for o in outcomes if o["deployment_id"] == deps[2]], of_c, min(sent) + a.warmup)
         per_incident += mine
+        total += where
         shown = f"max {max(mine)}, mean {statistics.mean(mine):.1f} ({len(mine)})" if mine else "-"
         print(f"  {f':{onset:02d}':>5} | {' '.join(map(str, lit)):>10} | {' '.join(map(str, coo)):>10} | "
-              f"{sum(coo) / max(1, sum(lit)):>5.2f} | {shown}")
+              f"{sum(coo) / max(1, sum(lit)):>5.2f} | {shown:>16} | " + ", ".join(str(where[k]) for k in SOURCES))
     print(f"  mean: litellm {statistics.mean(lit_all):.1f}, coolant {statistics.mean(coo_all):.1f} (coolant/litellm "
           f"{statistics.mean(coo_all) / max(1e-9, statistics.mean(lit_all)):.2f}); onsets where coolant <= litellm: "
-          f"{met} of {len(onsets)}; records per incident: max {max(per_incident, default=0)}, mean "
-          f"{statistics.mean(per_incident) if per_incident else 0:.1f} ({len(per_incident)} incidents)")
+          f"{met} of {len(onsets)}; runs where coolant <= litellm: "
+          f"{sum(c <= li for c, li in zip(coo_all, lit_all, strict=True))} of {len(coo_all)}; records per incident: "
+          f"max {max(per_incident, default=0)}, mean {statistics.mean(per_incident) if per_incident else 0:.1f} "
+          f"({len(per_incident)} incidents)")
+    print("  coolant's failures, all runs: " + ", ".join(f"{k} {total[k]}" for k in SOURCES))
+
+
+def dump(where: Path, tag: str, onsets: list[int], a: argparse.Namespace, results: dict[tuple[int, str], list[int]],
+         requests: list[dict[str, Any]], cooldowns: list[dict[str, Any]], outcomes: list[dict[str, Any]]) -> None:
+    """--dump: the run's raw data as JSON lines (`--report DIR` prints the report again from them; the outcome
+    records can be replayed with other options, e.g. through `coolant replay`)."""
+    where.mkdir(parents=True, exist_ok=True)
+    run = {"tag": tag, "onsets": onsets, "repeat": a.repeat, "warmup": a.warmup, "coolant": a.coolant,
+           "coalesce": a.coalesce, "load": os.getloadavg(),
+           "results": [[onset, mode, failed] for (onset, mode), failed in results.items()]}
+    for name, rows in (("run", [run]), ("requests", requests), ("cooldowns", cooldowns), ("outcomes", outcomes)):
+        (where / f"{name}.jsonl").write_bytes(b"".join(orjson.dumps(r) + b"\n" for r in rows))
+    print(f"raw data in {where}")
+
+
+def report_again(where: Path) -> None:
+    """--report: the report of a --dump directory."""
+    def rows(name: str) -> list[dict[str, Any]]:
+        return [orjson.loads(line) for line in (where / f"{name}.jsonl").read_bytes().splitlines()]
+
+    run = rows("run")[0]
+    a = argparse.Namespace(repeat=run["repeat"], warmup=run["warmup"], coolant=run["coolant"],
+                           coalesce=run["coalesce"])
+    results = {(onset, mode): failed for onset, mode, failed in run["results"]}
+    report(a, run["tag"], run["onsets"], results, rows("cooldowns"), rows("requests"), rows("outcomes"))
 
 
 def main() -> None:
     p = incident_args(__doc__, 0.0)
     p.add_argument("--coolant", choices=("fast", "push"), default="fast",
-                   help="fast: the pods read the worker's config (fast path, PF); push: the worker decides alone")
-    asyncio.run(main_async(parsed(p)))
+                   help="fast: the pods read the worker's config (fast path, PF, PF7 under X8); push: the worker "
+                        "decides alone")
+    p.add_argument("--dump", metavar="DIR", help="also write the requests, outcome and cooldown records there "
+                                                 "(JSON lines)")
+    p.add_argument("--report", metavar="DIR", help="print the report of a --dump directory again, run nothing")
+    a = parsed(p)
+    if a.report:
+        report_again(Path(a.report))
+        return
+    asyncio.run(main_async(a))
 
 
 if __name__ == "__main__":

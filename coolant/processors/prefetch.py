@@ -25,21 +25,26 @@ is within `late_after` of the fleet's (L1), and the pod reads the worker's confi
 
 PF (docs/windows.md §6): with D7 on, a pod that keeps its own LiteLLM counters (`OwnCounters`, fed every record
 it publishes, in publish order) also decides V2.2/V2.3 on them, which is what the worker does on that
-publisher's counters. X8 `recool_coalesce` switches the fast path off too: whether a re-cool is absorbed then
-depends on the cooldown in force fleet-wide, and the pod's copy could end up to S later than the worker's.
+publisher's counters. Under X8 `recool_coalesce: S` whether the worker absorbs a re-cool depends on the
+cooldown in force fleet-wide, which the pod does not know; but X8 only absorbs a candidate when the cooldown in
+force ends later than `until - S`, so the pod applies that much at once (PF7, `provisional`) and the worker's
+own record, if it emits one, extends it through the push.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+import msgspec
+
 from coolant.processors import ejection, windows
 from coolant.processors.decide import decide, retryable
 from coolant.processors.dispositions import Skip
 from coolant.processors.engine import counted, emit_fresh, failure_of, step_outcome
-from coolant.processors.policy import Policy
+from coolant.processors.policy import Options, Policy
 from coolant.processors.state import NEG_INF, PathState, PodCounters
 from coolant.schemas import Cooldown, Outcome
+from coolant.schemas.cooldown import whole_as_int
 
 MAX_KEYS = 100_000
 """(gateway, deployment) pairs a pod tracks at most (PF5); past that its D7 fast path stops, with a warning."""
@@ -58,9 +63,25 @@ class OwnCounters:
 
 
 def fleet_dependent(policy: Policy) -> bool:
-    """True when the options make every cooldown depend on fleet state (X2 backoff, X3 ejection, X8 coalescing)."""
+    """True when the options make every cooldown's duration or existence depend on fleet state (X2 backoff, X3
+    ejection). X8 is not one: PF7 bounds what it can absorb."""
     o = policy.options
-    return o.backoff is not None or ejection.enabled(o) or o.recool_coalesce is not None
+    return o.backoff is not None or ejection.enabled(o)
+
+
+def provisional(o: Options, cd: Cooldown) -> Cooldown | None:
+    """PF7: under X8 (`recool: extend`), the part of the worker's cooldown for this record that holds whatever
+    the worker absorbs: X8 absorbs only under a cooldown in force that ends after `until - S`, E2 under one that
+    ends at or after `until`, else the worker emits `until`. So the pod holds `until - S` (None if that is not
+    after ts); `cooldown_time` is `until - S - ts`, so LiteLLM's `timestamp + cooldown_time` is that end exactly.
+    Same `event_id`: the worker's record for the trigger, if it emits one, is the same cooldown, S longer."""
+    s = o.recool_coalesce
+    if s is None or o.recool != "extend":
+        return cd
+    until = cd.until - s  # a double >= ts; any end X8 absorbs under is a double > the exact cd.until - s
+    if until <= cd.ts:
+        return None
+    return msgspec.structs.replace(cd, until=until, cooldown_time=whole_as_int(until - cd.ts))
 
 
 def count_own(policy: Policy, own: OwnCounters, rec: Outcome) -> PodCounters | None:
@@ -112,8 +133,14 @@ def by_own_counters(policy: Policy, rec: Outcome, pod: PodCounters) -> Cooldown 
 
 
 def prefetch(policy: Policy, rec: Outcome, own: OwnCounters | None = None) -> Cooldown | None:
-    """The cooldown the worker will emit for `rec` whatever the fleet's state, else None. With `own` (every
-    record the pod publishes goes through here, in publish order) also PF2's decisions on the pod's counters."""
+    """The cooldown the worker will emit for `rec` whatever the fleet's state, else None (under X8, the part of
+    it PF7 holds). With `own` (every record the pod publishes goes through here, in publish order) also PF2's
+    decisions on the pod's counters."""
+    cd = _decided(policy, rec, own)
+    return None if cd is None else provisional(policy.options, cd)
+
+
+def _decided(policy: Policy, rec: Outcome, own: OwnCounters | None) -> Cooldown | None:
     if fleet_dependent(policy):
         return None
     pod = None if own is None else count_own(policy, own, rec)

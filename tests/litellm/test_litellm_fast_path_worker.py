@@ -47,14 +47,18 @@ class Keep:
 
 
 @contextlib.asynccontextmanager
-async def pod_and_worker(case: Case, kafka_bootstrap: str, redis_url: str, models: list[dict[str, Any]], name: str
+async def pod_and_worker(case: Case, kafka_bootstrap: str, redis_url: str, models: list[dict[str, Any]], name: str,
+                         coolant: dict[str, Any] | None = None
                          ) -> AsyncIterator[tuple[Any, CoolantCallback, Keep, Worker]]:
-    """A worker on `models` (cooldown_time 60) and one pod: a Router with `disable_cooldowns` and the callback,
-    fast path on (the worker's config), publishing as gateway pod-a through a `Keep`."""
+    """A worker on `models` (cooldown_time 60, `coolant` options) and one pod: a Router with `disable_cooldowns`
+    and the callback, fast path on (the worker's config), publishing as gateway pod-a through a `Keep`."""
     u = urlparse(redis_url)
     if u.password or u.path not in ("", "/", "/0"):
         pytest.skip("these tests hand LiteLLM a bare host and port")
-    case.config.write_text(yaml.safe_dump({"model_list": models, "router_settings": {"cooldown_time": 60}}))
+    config: dict[str, Any] = {"model_list": models, "router_settings": {"cooldown_time": 60}}
+    if coolant:
+        config["coolant"] = coolant
+    case.config.write_text(yaml.safe_dump(config))
     worker = await case.worker(name, kafka_bootstrap, redis_url=redis_url)
     await worker.wait_ready()
     router = litellm.Router(model_list=models, redis_host=u.hostname, redis_port=u.port, num_retries=0,
@@ -113,6 +117,41 @@ async def test_the_worker_emits_the_fast_paths_cooldown_once_and_redis_ends_up_t
             await asyncio.sleep(0.2)
         again = [c for c in await read_json(kafka_bootstrap, case.cooldowns) if c["deployment_id"] == bad]
         assert [c["event_id"] for c in again] == [pod.event_id]
+
+
+async def test_under_coalescing_the_pod_cools_at_once_and_redis_ends_up_the_workers(
+    case: Case, kafka_bootstrap: str, redis_url: str
+) -> None:
+    """PF7 (docs/windows.md §6): with X8 on, the pod still cools a 429 itself, S shorter (59 s of 60); the
+    worker's record for it has the same id and the full end, and Redis ends up holding the worker's cooldown."""
+    group = f"fc-{uuid.uuid4().hex[:8]}"
+    bad = f"{group}-bad"
+    models = [deployment(bad, group, mock="litellm.RateLimitError"), deployment(f"{group}-ok1", group, mock="hi"),
+              deployment(f"{group}-ok2", group, mock="hi")]
+    async with pod_and_worker(case, kafka_bootstrap, redis_url, models, "fc", {"recool_coalesce": 1}) as (
+            router, cb, keep, worker):
+        while True:  # until a request meets the 429
+            try:
+                await router.acompletion(model=group, messages=MESSAGES)
+            except litellm.RateLimitError:
+                break
+        picked = {(await router.select(group, {}, kind="pick"))["model_info"]["id"] for _ in range(30)}
+        assert bad not in picked and cb.stats.prefetched == 1  # cooled in the pod
+        failure = next(r for r in keep.records if not r.ok)
+        pod = prefetch(load_config(case.config).policy, failure)
+        assert pod is not None and pod.until == failure.ts + 60 - 1
+        await keep.inner.flush(10)
+        deadline = time.monotonic() + 30
+        while not (emitted := [c for c in await read_json(kafka_bootstrap, case.cooldowns)
+                               if c["deployment_id"] == bad]):
+            assert time.monotonic() < deadline, "the worker emitted no cooldown\n" + worker.log_tail()
+            await asyncio.sleep(0.2)
+        assert [c["event_id"] for c in emitted] == [pod.event_id]
+        assert emitted[0]["until"] == failure.ts + 60 and emitted[0]["cooldown_time"] == 60
+        deadline = time.monotonic() + 30
+        while problems := await redis_mismatches(redis_url, case.key_prefix, {bad: emitted[0]}):
+            assert time.monotonic() < deadline, problems
+            await asyncio.sleep(0.1)
 
 
 async def test_a_pods_own_counters_cool_a_failing_deployment_before_the_worker_and_as_the_worker_does(

@@ -2,13 +2,15 @@
 
 The same records go to `Engine.feed` (the worker's decisions, with the fleet's state) and, one at a time, to
 `prefetch` (what a pod decides from that record alone). Whenever the pod cools, the worker must emit the same
-cooldown (same id, end and LiteLLM value), or absorb it under a later-ending cooldown already in force (E2).
+cooldown (same id, end and LiteLLM value), or absorb it under a cooldown already in force that ends no earlier
+(E2, X8). Under X8 the pod's cooldown is PF7's provisional part of the worker's (S shorter).
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+import msgspec
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
@@ -17,7 +19,7 @@ from vectors_support import T0
 
 from coolant import schemas
 from coolant.config.loader import parse_config
-from coolant.io.materializer import litellm_value
+from coolant.io.materializer import litellm_fields
 from coolant.processors import Engine, Policy
 from coolant.processors.prefetch import OwnCounters, prefetch
 from coolant.schemas import Cooldown, Outcome
@@ -40,6 +42,8 @@ def check_against_engine(policy: Policy, records: list[Outcome | schemas.Health]
     engine = Engine(policy)
     fetched = 0
     pods: dict[str, OwnCounters] = {}
+    o = policy.options
+    coalesce = o.recool_coalesce if o.recool == "extend" else None
     for rec in records:
         pod = None
         if isinstance(rec, Outcome):
@@ -58,8 +62,12 @@ def check_against_engine(policy: Policy, records: list[Outcome | schemas.Health]
         assert step.disposition == "cooled", (rec, step, pod)
         worker = step.cooldown
         assert isinstance(worker, Cooldown)
+        if coalesce is not None:  # PF7: the pod holds S less, the LiteLLM value ending there
+            worker = msgspec.structs.replace(worker, until=worker.until - coalesce,
+                                             cooldown_time=worker.until - coalesce - worker.ts)
+            pod = msgspec.structs.replace(pod, cooldown_time=float(pod.cooldown_time))
         assert {f: getattr(pod, f) for f in SAME} == {f: getattr(worker, f) for f in SAME}
-        assert litellm_value(pod) == litellm_value(worker)
+        assert litellm_fields(pod) == litellm_fields(worker)
     return fetched
 
 
@@ -71,7 +79,7 @@ def test_prefetch_never_decides_what_the_worker_would_not(case: Case) -> None:
 
 POD_PRESETS = ("default", "sliding", "counters_off", "router_cooldown", "overwrite", "final_only", "health",
                "tuned", "quota_overwrite", "coalesce")
-"""The presets under which a pod may decide (plus `coalesce`, which must switch it off)."""
+"""The presets under which a pod may decide (`coalesce`: X8, under which it holds PF7's part)."""
 
 
 @st.composite
@@ -158,7 +166,7 @@ def spent(dep: str = "g0-0", remaining: int = 0, **fields: Any) -> Outcome:
     (policy_of({"disable_cooldowns": True}), failure(429), False),                  # G4
     (policy_of(coolant={"backoff": {}}), failure(429), False),                      # X2: the fleet's streak
     (policy_of(coolant={"max_ejection_percent": 50}), failure(429), False),         # X3: the fleet's cooldowns
-    (policy_of(coolant={"recool_coalesce": 1}), failure(429), False),               # X8: the cooldown in force
+    (policy_of(coolant={"recool_coalesce": 1}), failure(429), True),                # X8: PF7, until - 1
     (policy_of(), failure(429, dep="dx-0"), False),                                 # R6: unknown deployment
     (policy_of(cooldown_time=0), failure(429), False),                              # G5
     (policy_of(coolant={"quota": {}}), spent(), True),                              # X6: the record announces it
@@ -216,7 +224,7 @@ def mid_minute(gateway: str = "pod-a", **fields: Any) -> list[Outcome | schemas.
 @pytest.mark.parametrize(("policy", "records", "decided"), [
     (policy_of(), mid_minute(), 1),                                                   # PV1
     (policy_of(coolant={"litellm_counters": False}), mid_minute(), 0),                # PV2: D7 off
-    (policy_of(coolant={"recool_coalesce": 1}), mid_minute(), 0),                     # PV3: X8, fast path off
+    (policy_of(coolant={"recool_coalesce": 1}), mid_minute(), 1),                     # PV3: X8, PF7's part
     (policy_of(coolant={"count_attempts": "final_only"}), mid_minute(attempt=0, final=False), 0),  # PV4: O3
     (policy_of({"allowed_fails": 3}), mid_minute(), 0),                               # PV5: V1 counts fleet-wide
     (policy_of(sizes=(1,)), mid_minute(), 0),                                         # PV6: lone: V2.2 only
@@ -235,14 +243,37 @@ def test_which_streams_a_pods_counters_decide(policy: Policy, records: list[Outc
     assert len(pods) - pods.count(None) == base + decided
 
 
-def test_coalescing_would_make_a_pods_copy_outlast_the_workers() -> None:
-    """Why X8 switches the fast path off: a second 429 0.5 s later is absorbed by the worker (it would extend by
-    less than 1 s), so a pod that cooled it itself would hold, and write to Redis, a cooldown 0.5 s longer."""
+def test_under_coalescing_a_pod_holds_what_the_worker_holds_whatever_it_absorbs() -> None:
+    """PF7 (PV9): a second 429 0.5 s after one at T0, cooldown_time 5, X8 1 s. The worker absorbs it (it would
+    extend by less than 1 s) and holds T0+5; the pod, which cannot know that, holds T0+4.5 for it, S less than
+    the record's own until (without PF7 it would have held, and written to Redis, T0+5.5)."""
     policy = policy_of({"cooldown_time": 5}, coolant={"recool_coalesce": 1})
     first, second = failure(429, n=0), schemas.from_dict({**schemas.to_dict(failure(429, n=1)), "ts": T0 + 0.5})
     assert isinstance(second, Outcome)
     engine = Engine(policy)
     assert engine.feed(first).disposition == "cooled"
     assert engine.feed(second).disposition == "absorbed"
-    assert engine.state("g0-0").request.end == T0 + 5  # the pod alone would have cooled until T0 + 5.5
-    assert prefetch(policy, second) is None
+    assert engine.state("g0-0").request.end == T0 + 5
+    pods = [prefetch(policy, first), prefetch(policy, second)]
+    assert [None if cd is None else (cd.until, cd.cooldown_time) for cd in pods] == [(T0 + 4, 4), (T0 + 4.5, 4)]
+    assert [cd.event_id for cd in pods if cd is not None] == [engine_id(policy, first), engine_id(policy, second)]
+    assert check_against_engine(policy, [first, second]) == 2
+
+
+def engine_id(policy: Policy, rec: Outcome) -> str:
+    """The id the worker gives the cooldown of `rec` on a fresh state (E3)."""
+    cd = Engine(policy).feed(rec).cooldown
+    assert cd is not None
+    return cd.event_id
+
+
+@pytest.mark.parametrize(("coolant", "expected"), [
+    ({"recool_coalesce": 1}, (T0 + 59, 59)),                                   # PV10: 60 s, 1 s less
+    ({"recool_coalesce": 60}, None),                                           # PV11: nothing left (S >= D)
+    ({"recool_coalesce": 1, "recool": "overwrite"}, (T0 + 60, 60)),            # PV12: X8 is for extend only
+])
+def test_a_pods_part_under_coalescing(coolant: dict[str, Any], expected: tuple[float, float] | None) -> None:
+    """PF7 on the one-record fast path (a 429 in a group of 3, the router's cooldown_time 60)."""
+    policy = policy_of(coolant=coolant)
+    cd = prefetch(policy, failure(429, exception_type="RateLimitError"))
+    assert (None if cd is None else (cd.until, cd.cooldown_time)) == expected
