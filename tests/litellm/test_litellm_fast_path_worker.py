@@ -81,14 +81,18 @@ async def pod_and_worker(case: Case, kafka_bootstrap: str, redis_url: str, model
         await publisher.stop(5)
 
 
+@pytest.mark.parametrize("coalesce", [None, 1])
 async def test_the_worker_emits_the_fast_paths_cooldown_once_and_redis_ends_up_the_workers(
-    case: Case, kafka_bootstrap: str, redis_url: str
+    case: Case, kafka_bootstrap: str, redis_url: str, coalesce: int | None
 ) -> None:
+    """With X8 (`coalesce`), PF7: the pod still cools the 429 itself, S shorter (59 s of 60); the worker's record
+    for it has the same id and the full end, and Redis ends up holding the worker's cooldown."""
     group = f"fw-{uuid.uuid4().hex[:8]}"
     bad = f"{group}-bad"
     models = [deployment(bad, group, mock="litellm.RateLimitError"), deployment(f"{group}-ok1", group, mock="hi"),
               deployment(f"{group}-ok2", group, mock="hi")]
-    async with pod_and_worker(case, kafka_bootstrap, redis_url, models, "fw") as (router, cb, keep, worker):
+    options = None if coalesce is None else {"recool_coalesce": coalesce}
+    async with pod_and_worker(case, kafka_bootstrap, redis_url, models, "fw", options) as (router, cb, keep, worker):
         while True:  # until a request meets the 429
             try:
                 await router.acompletion(model=group, messages=MESSAGES)
@@ -99,6 +103,7 @@ async def test_the_worker_emits_the_fast_paths_cooldown_once_and_redis_ends_up_t
         failure = next(r for r in keep.records if not r.ok)
         pod = prefetch(load_config(case.config).policy, failure)
         assert pod is not None and cb.stats.prefetched == 1
+        assert pod.until == failure.ts + 60 - (coalesce or 0)
         await keep.inner.flush(10)
         deadline = time.monotonic() + 30
         while not (emitted := [c for c in await read_json(kafka_bootstrap, case.cooldowns)
@@ -106,7 +111,8 @@ async def test_the_worker_emits_the_fast_paths_cooldown_once_and_redis_ends_up_t
             assert time.monotonic() < deadline, "the worker emitted no cooldown\n" + worker.log_tail()
             await asyncio.sleep(0.2)
         assert [c["event_id"] for c in emitted] == [pod.event_id]
-        assert emitted[0]["until"] == pod.until and emitted[0]["trigger_event_id"] == failure.event_id
+        assert emitted[0]["until"] == failure.ts + 60 and emitted[0]["cooldown_time"] == 60
+        assert emitted[0]["trigger_event_id"] == failure.event_id
         deadline = time.monotonic() + 30
         while problems := await redis_mismatches(redis_url, case.key_prefix, {bad: emitted[0]}):
             assert time.monotonic() < deadline, problems
@@ -117,41 +123,6 @@ async def test_the_worker_emits_the_fast_paths_cooldown_once_and_redis_ends_up_t
             await asyncio.sleep(0.2)
         again = [c for c in await read_json(kafka_bootstrap, case.cooldowns) if c["deployment_id"] == bad]
         assert [c["event_id"] for c in again] == [pod.event_id]
-
-
-async def test_under_coalescing_the_pod_cools_at_once_and_redis_ends_up_the_workers(
-    case: Case, kafka_bootstrap: str, redis_url: str
-) -> None:
-    """PF7 (docs/windows.md §6): with X8 on, the pod still cools a 429 itself, S shorter (59 s of 60); the
-    worker's record for it has the same id and the full end, and Redis ends up holding the worker's cooldown."""
-    group = f"fc-{uuid.uuid4().hex[:8]}"
-    bad = f"{group}-bad"
-    models = [deployment(bad, group, mock="litellm.RateLimitError"), deployment(f"{group}-ok1", group, mock="hi"),
-              deployment(f"{group}-ok2", group, mock="hi")]
-    async with pod_and_worker(case, kafka_bootstrap, redis_url, models, "fc", {"recool_coalesce": 1}) as (
-            router, cb, keep, worker):
-        while True:  # until a request meets the 429
-            try:
-                await router.acompletion(model=group, messages=MESSAGES)
-            except litellm.RateLimitError:
-                break
-        picked = {(await router.select(group, {}, kind="pick"))["model_info"]["id"] for _ in range(30)}
-        assert bad not in picked and cb.stats.prefetched == 1  # cooled in the pod
-        failure = next(r for r in keep.records if not r.ok)
-        pod = prefetch(load_config(case.config).policy, failure)
-        assert pod is not None and pod.until == failure.ts + 60 - 1
-        await keep.inner.flush(10)
-        deadline = time.monotonic() + 30
-        while not (emitted := [c for c in await read_json(kafka_bootstrap, case.cooldowns)
-                               if c["deployment_id"] == bad]):
-            assert time.monotonic() < deadline, "the worker emitted no cooldown\n" + worker.log_tail()
-            await asyncio.sleep(0.2)
-        assert [c["event_id"] for c in emitted] == [pod.event_id]
-        assert emitted[0]["until"] == failure.ts + 60 and emitted[0]["cooldown_time"] == 60
-        deadline = time.monotonic() + 30
-        while problems := await redis_mismatches(redis_url, case.key_prefix, {bad: emitted[0]}):
-            assert time.monotonic() < deadline, problems
-            await asyncio.sleep(0.1)
 
 
 async def test_a_pods_own_counters_cool_a_failing_deployment_before_the_worker_and_as_the_worker_does(
