@@ -7,8 +7,9 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from coolant.io.sources import Block, decode_records
-from coolant.processors import Disposition, Engine, Policy, Skip
+from coolant.fastpath import for_policy
+from coolant.io.sources import Block
+from coolant.processors import Disposition, Policy, Skip
 from coolant.schemas import Cooldown, Health, HealthTransition, Outcome
 
 MAX_INVALID_SAMPLES = 20
@@ -83,19 +84,19 @@ def replay(
     policy: Policy,
     emit: Callable[[Cooldown], None],
     transitions: Callable[[HealthTransition], None] | None = None,
+    backend: str | None = None,
 ) -> ReplaySummary:
     """Run every record through one engine, in file order; cooldowns go to `emit` as they are decided, health
-    transitions (the live `<prefix>health.transitions` records) to `transitions`."""
-    engine = Engine(policy)
+    transitions (the live `<prefix>health.transitions` records) to `transitions`. `backend` picks the success
+    path's (`coolant.fastpath.for_policy`; the fastest by default)."""
+    path = for_policy(policy, backend)
+    engine = path.engine
     summary = ReplaySummary()
     dispositions = summary.dispositions
     deployments = summary.deployments
-    records = 0
     for block in blocks:
-        decoded = decode_records(block, summary.add_invalid)
-        records += len(decoded)
-        # Plain successes are counted by the engine itself (`DeploymentState.counted`), added in below.
-        for rec, step in engine.feed_all(decoded):
+        # Plain successes are counted by the engine or the native side (`DeploymentState.counted`), added below.
+        for rec, step in path.run(block, summary.add_invalid):
             dispositions[step.disposition] += 1
             if step.disposition in _DROPPED:
                 continue  # dropped records count in `dispositions` only
@@ -122,9 +123,10 @@ def replay(
                 emit(cd)
             elif step.suppressed is not None:
                 summary.suppressed[step.suppressed.model_group, step.suppressed.reason] += 1
+    path.finish()
     for deployment_id, st in engine.states.items():
         if st.counted:
             dispositions[Disposition.COUNTED] += st.counted
             deployments[deployment_id].outcomes += st.counted
-    summary.records = records + summary.invalid
+    summary.records = path.records + summary.invalid
     return summary

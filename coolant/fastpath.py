@@ -1,0 +1,172 @@
+"""The offline success path (FP2, docs/engine-fast-path.md): blocks of raw lines into one policy's `Engine`.
+
+One API, two backends. `PythonPath` decodes every line (msgspec) and feeds it to `Engine.feed_all`: the engine
+decides every record, its plain successes by FP1. `NativePath` (the `coolant_native` extension, built by
+`scripts/bootstrap` when cargo is present) owns only the plain successes of deployments with nothing pending:
+it reads them from the raw bytes, checks L1/L2 (seen ids as 64-bit hashes) and tallies the O5 window, the
+publisher's D7 success counter and `DeploymentState.counted`, creating no record. Every other line goes to the
+same engine, in file order, after the deployment's tallies were written back into its `PathState` (`pull`):
+the engine still decides every failure, probe and odd record. Replay and tuning use `for_policy`.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Iterable, Iterator
+from typing import Protocol, cast
+
+from coolant.io.sources import Block, decode_records
+from coolant.processors import Engine, Policy, Step
+from coolant.processors.policy import COUNTER_TTL
+from coolant.processors.state import DeploymentState, PodCounters
+from coolant.schemas import InvalidRecord, Record, decode
+
+try:
+    import coolant_native
+except ImportError:  # not built (no cargo): the pure-Python path
+    coolant_native = None
+
+__all__ = ["BACKENDS", "NativePath", "PythonPath", "SuccessPath", "available", "for_policy"]
+
+BACKENDS = ("auto", "native", "python")
+ENV = "COOLANT_FASTPATH"
+"""Environment override of the backend (auto, native, python): for A/B runs and tests."""
+
+
+class SuccessPath(Protocol):
+    """What replay and tuning drive: `run` each block in file order, then `finish` once."""
+
+    engine: Engine
+    records: int
+    """Valid records so far (tallied or decoded)."""
+
+    def run(self, block: Block, on_invalid: Callable[[str], None]) -> Iterator[tuple[Record, Step]]:
+        """`Engine.feed_all` over the block's valid records (invalid lines go to `on_invalid` as
+        "file:line: problem"), yielding (record, step) for every record whose step is not a plain count."""
+        ...
+
+    def finish(self) -> None:
+        """Write every remaining tally into the engine's states (`DeploymentState.counted` and the rest)."""
+        ...
+
+
+class PythonPath:
+    """Every line decoded and decided by the engine (FP1 counts its plain successes)."""
+
+    name = "python"
+
+    def __init__(self, engine: Engine) -> None:
+        self.engine = engine
+        self.records = 0
+
+    def run(self, block: Block, on_invalid: Callable[[str], None]) -> Iterator[tuple[Record, Step]]:
+        decoded = decode_records(block, on_invalid)
+        self.records += len(decoded)
+        return self.engine.feed_all(decoded)
+
+    def finish(self) -> None:
+        pass
+
+
+class _Native(Protocol):
+    """`coolant_native.FastPath` (native/src/lib.rs)."""
+
+    tallied: int
+
+    def scan(self, data: bytes, pos: int, line: int) -> tuple[int, int, list[tuple[int, bytes]]]: ...
+    def pull(self, deployment_id: str, st: DeploymentState) -> None: ...
+    def push(self, deployment_id: str, st: DeploymentState) -> bool: ...
+    def resume(self) -> None: ...
+    def owned(self) -> int: ...
+
+
+class NativePath:
+    """Plain successes tallied natively; the rest decoded and decided by the engine (see the module docs)."""
+
+    name = "native"
+
+    def __init__(self, engine: Engine) -> None:
+        assert coolant_native is not None, "coolant_native is not built"
+        o = engine.policy.options
+        self.engine = engine
+        self.native = cast(
+            _Native, coolant_native.FastPath(o.late_after, o.slot_width, o.litellm_counters, COUNTER_TTL, PodCounters)
+        )
+        self.decoded = 0
+
+    @property
+    def records(self) -> int:
+        return self.decoded + self.native.tallied
+
+    def run(self, block: Block, on_invalid: Callable[[str], None]) -> Iterator[tuple[Record, Step]]:
+        return self.engine.feed_all(self._handed(block, on_invalid))
+
+    def _handed(self, block: Block, on_invalid: Callable[[str], None]) -> Iterator[Record]:
+        """The block's records the native side did not tally, decoded, in order; each deployment pulled before
+        its first one, and taken back (pushed) at the end of the block when nothing is pending."""
+        source, first, data = block
+        native = self.native
+        pull = native.pull
+        states = self.engine.states
+        touched: set[str] = set()
+        pos, line, size = 0, 0, len(data)
+        while pos < size:
+            pos, line, handed = native.scan(data, pos, line)
+            for lineno, raw in handed:
+                try:
+                    rec = decode(raw)
+                except InvalidRecord as exc:
+                    on_invalid(f"{source}:{first + lineno}: {exc}")
+                    continue
+                self.decoded += 1
+                dep = rec.deployment_id
+                st = states.get(dep)
+                if st is not None:
+                    pull(dep, st)
+                touched.add(dep)
+                yield rec
+        native.resume()
+        push = native.push
+        for dep in touched:
+            st = states.get(dep)
+            if st is not None:
+                push(dep, st)
+
+    def finish(self) -> None:
+        pull = self.native.pull
+        for dep, st in self.engine.states.items():
+            pull(dep, st)
+
+
+def available() -> bool:
+    """The native backend is built and importable."""
+    return coolant_native is not None
+
+
+def for_policy(policy: Policy, backend: str | None = None) -> SuccessPath:
+    """A fresh engine for `policy` behind the fastest backend that applies: native when it is built and the
+    policy has no quota rule (X6 reads a success's announced budget, so every success is the engine's).
+    `backend` (or $COOLANT_FASTPATH) forces one: "python", or "native" (an error when it is not built)."""
+    choice = backend or os.environ.get(ENV) or "auto"
+    if choice not in BACKENDS:
+        raise ValueError(f"fast path backend {choice!r}: expected one of {', '.join(BACKENDS)}")
+    engine = Engine(policy)
+    if choice == "python":
+        return PythonPath(engine)
+    if coolant_native is None:
+        if choice == "native":
+            raise RuntimeError("the native fast path is not built (scripts/bootstrap builds it when cargo is present)")
+        return PythonPath(engine)
+    if policy.options.quota is not None:
+        return PythonPath(engine)
+    return NativePath(engine)
+
+
+def run_all(path: SuccessPath, blocks: Iterable[Block], on_invalid: Callable[[str], None]) -> Iterator[
+    tuple[Record, Step]
+]:
+    """Every block through `path`, then `finish`: the steps of a whole recording."""
+    for block in blocks:
+        yield from path.run(block, on_invalid)
+    path.finish()
+
