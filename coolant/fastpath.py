@@ -73,10 +73,9 @@ class _Native(Protocol):
 
     tallied: int
 
-    def scan(self, data: bytes, pos: int, line: int) -> tuple[int, int, list[tuple[int, bytes]]]: ...
+    def scan(self, data: bytes, pos: int, line: int) -> tuple[int, int, int, bytes | None]: ...
     def pull(self, deployment_id: str, st: DeploymentState) -> None: ...
     def push(self, deployment_id: str, st: DeploymentState) -> bool: ...
-    def resume(self) -> None: ...
     def owned(self) -> int: ...
 
 
@@ -102,32 +101,28 @@ class NativePath:
         return self.engine.feed_all(self._handed(block, on_invalid))
 
     def _handed(self, block: Block, on_invalid: Callable[[str], None]) -> Iterator[Record]:
-        """The block's records the native side did not tally, decoded, in order; each deployment pulled before
-        its first one, and taken back (pushed) at the end of the block when nothing is pending."""
+        """The block's records the native side did not tally, decoded, in order: the scan stops at each, the
+        deployment is pulled before the engine sees it and pushed (taken back when nothing is pending) after."""
         source, first, data = block
         native = self.native
-        pull = native.pull
+        scan, pull, push = native.scan, native.pull, native.push
         states = self.engine.states
-        touched: set[str] = set()
         pos, line, size = 0, 0, len(data)
         while pos < size:
-            pos, line, handed = native.scan(data, pos, line)
-            for lineno, raw in handed:
-                try:
-                    rec = decode(raw)
-                except InvalidRecord as exc:
-                    on_invalid(f"{source}:{first + lineno}: {exc}")
-                    continue
-                self.decoded += 1
-                dep = rec.deployment_id
-                st = states.get(dep)
-                if st is not None:
-                    pull(dep, st)
-                touched.add(dep)
-                yield rec
-        native.resume()
-        push = native.push
-        for dep in touched:
+            pos, line, lineno, raw = scan(data, pos, line)
+            if raw is None:
+                break
+            try:
+                rec = decode(raw)
+            except InvalidRecord as exc:
+                on_invalid(f"{source}:{first + lineno}: {exc}")
+                continue
+            self.decoded += 1
+            dep = rec.deployment_id
+            st = states.get(dep)
+            if st is not None:
+                pull(dep, st)
+            yield rec
             st = states.get(dep)
             if st is not None:
                 push(dep, st)

@@ -5,9 +5,9 @@
 //! 64-bit hashes of the event id), advances the high-water mark, and tallies them into per-deployment counters
 //! (the O5 window, the publisher's D7 success counter, LC2). Every other line is handed back to Python, in
 //! file order, and Python's engine decides it: failures, probes, pre-call checks, non-final attempts, late and
-//! duplicate records, a record due for L3, lines it cannot read exactly as msgspec would, and every record of a
-//! deployment from the first handed one to the end of the block. `pull` writes a deployment's counters back
-//! into its Python `PathState` before the engine sees one of its records.
+//! duplicate records, a record due for L3, lines it cannot read exactly as msgspec would. The scan stops at
+//! each such line; `pull` writes that deployment's counters back into its Python `PathState` before the engine
+//! sees the record, and `push` takes the deployment back after it when nothing is pending.
 
 use pyo3::exceptions::{PyKeyError, PyTypeError};
 use pyo3::prelude::*;
@@ -70,9 +70,6 @@ enum Mode {
     Python,
     /// Native counters hold the state's hot part; Python's is stale until `pull`.
     Owned,
-    /// Owned, but a line of the deployment was handed back this block: nothing more is tallied until Python
-    /// has pulled it and seen that line.
-    Frozen,
 }
 
 struct Pod {
@@ -122,10 +119,8 @@ struct Line<'a> {
 }
 
 enum Read<'a> {
-    /// Not read: Python decodes it and may learn its deployment only then.
-    Barrier,
-    /// Read, but not a plain success (or not surely valid): Python's, attributed to this deployment.
-    Hand(&'a [u8]),
+    /// Not a plain success, or not surely read as msgspec reads it: Python's.
+    Python,
     Success(Line<'a>),
 }
 
@@ -251,36 +246,36 @@ fn int_of(token: &[u8], integral: bool) -> Option<i64> {
 }
 
 /// Read one line (no newline in it). Only a line every field of which this reader understands exactly as
-/// msgspec would is a `Success`; a doubt makes it `Hand` (when its deployment is certain) or `Barrier`.
+/// msgspec would is a `Success`; a doubt makes it Python's.
 fn read_line(s: &[u8]) -> Read<'_> {
     if s.len() > LINE_MAX || std::str::from_utf8(s).is_err() {
-        return Read::Barrier;
+        return Read::Python;
     }
     let mut c = Cursor { s, i: 0 };
     let mut line = Line::default();
     let mut dep_keys = 0;
     c.skip_ws();
     if c.peek() != Some(b'{') {
-        return Read::Barrier;
+        return Read::Python;
     }
     c.i += 1;
     c.skip_ws();
     if c.peek() == Some(b'}') {
-        return Read::Barrier;
+        return Read::Python;
     }
     loop {
         c.skip_ws();
         if c.peek() != Some(b'"') {
-            return Read::Barrier;
+            return Read::Python;
         }
-        let Some(key) = c.string() else { return Read::Barrier };
+        let Some(key) = c.string() else { return Read::Python };
         c.skip_ws();
         if c.peek() != Some(b':') {
-            return Read::Barrier;
+            return Read::Python;
         }
         c.i += 1;
         c.skip_ws();
-        let Some(v) = c.value() else { return Read::Barrier };
+        let Some(v) = c.value() else { return Read::Python };
         let bit = match key {
             b"schema" => 0,
             b"event_id" => 1,
@@ -294,12 +289,12 @@ fn read_line(s: &[u8]) -> Read<'_> {
             b"attempt" => 9,
             b"final" => 10,
             b"exception_type" | b"exception_message" | b"retry_after" | b"cooldown_time" | b"source"
-            | b"ratelimit" | b"healthy" | b"prober" | b"mode" => 11,
+            | b"ratelimit" => 11,
             _ => 31, // a field no record has: msgspec ignores it
         };
         if bit < 11 {
             if line.seen_keys & (1 << bit) != 0 {
-                return Read::Barrier; // a repeated field: which value wins is the decoder's business
+                return Read::Python; // a repeated field: which value wins is the decoder's business
             }
             line.seen_keys |= 1 << bit;
         }
@@ -311,7 +306,7 @@ fn read_line(s: &[u8]) -> Read<'_> {
                 line.deployment_id = Some(x);
                 dep_keys += 1;
             }
-            (3, _) => return Read::Barrier,
+            (3, _) => return Read::Python,
             (4, Value::Str(_)) => line.model_group = true,
             (5, Value::True) => line.ok = Some(true),
             (5, Value::False) => line.ok = Some(false),
@@ -323,7 +318,7 @@ fn read_line(s: &[u8]) -> Read<'_> {
                     line.python = true;
                 }
             }
-            (7, Value::Null) | (8, Value::Null) | (9, Value::Null) | (10, Value::Null) | (10, Value::True) => {}
+            (7 | 8 | 9 | 10 | 11, Value::Null) | (10, Value::True) => {}
             (8, Value::Num(t, i)) => {
                 if !matches!(int_of(t, i), Some(100..=599)) {
                     line.python = true;
@@ -344,14 +339,13 @@ fn read_line(s: &[u8]) -> Read<'_> {
                 c.i += 1;
                 break;
             }
-            _ => return Read::Barrier,
+            _ => return Read::Python,
         }
     }
     c.skip_ws();
     if c.i != s.len() || dep_keys != 1 {
-        return Read::Barrier;
+        return Read::Python;
     }
-    let dep = line.deployment_id.unwrap_or_default();
     let plain = !line.python
         && line.schema == Some(b"coolant.outcome/1")
         && line.model_group
@@ -361,7 +355,7 @@ fn read_line(s: &[u8]) -> Read<'_> {
     if plain {
         Read::Success(line)
     } else {
-        Read::Hand(dep)
+        Read::Python
     }
 }
 
@@ -391,7 +385,6 @@ struct FastPath {
     pod_type: Py<PyAny>,
     index: HashMap<Vec<u8>, u32>,
     deps: Vec<Dep>,
-    frozen: Vec<u32>,
     /// plain successes tallied, all deployments
     #[pyo3(get)]
     tallied: u64,
@@ -408,8 +401,7 @@ impl FastPath {
         i
     }
 
-    /// Tally a plain success of an owned deployment; false when it must go to Python (the deployment is
-    /// then frozen until the end of the block).
+    /// Tally a plain success of an owned deployment; false when it must go to Python.
     fn tally(&mut self, i: u32, line: &Line<'_>) -> bool {
         let d = &mut self.deps[i as usize];
         if d.mode != Mode::Owned {
@@ -421,8 +413,6 @@ impl FastPath {
             || d.seen.contains_key(&h) // L2
             || (ts > d.hw && ts >= d.gc_next); // L3 is due
         if hand {
-            d.mode = Mode::Frozen;
-            self.frozen.push(i);
             return false;
         }
         d.seen.insert(h, ts);
@@ -469,22 +459,20 @@ impl FastPath {
             pod_type,
             index: HashMap::new(),
             deps: Vec::new(),
-            frozen: Vec::new(),
             tallied: 0,
         }
     }
 
-    /// Scan `data` from byte `pos` (line number `line` of the block, from 0): tally what this side owns and
-    /// return (next pos, next line, [(line, bytes)] handed to Python in order). It stops after a line whose
-    /// deployment it could not read (a barrier): Python decides that one before the scan goes on.
+    /// Scan `data` from byte `pos` (line number `line` of the block, from 0), tallying what this side owns,
+    /// up to the first line it does not: returns (next pos, next line, that line's number, its bytes), or
+    /// (len, lines, 0, None) at the end. Python decides that line before the scan goes on.
     fn scan<'py>(
         &mut self,
         py: Python<'py>,
         data: &[u8],
         pos: usize,
         line: usize,
-    ) -> PyResult<(usize, usize, Bound<'py, PyList>)> {
-        let handed = PyList::empty(py);
+    ) -> (usize, usize, usize, Option<Bound<'py, PyBytes>>) {
         let mut pos = pos;
         let mut lineno = line;
         while pos < data.len() {
@@ -494,34 +482,21 @@ impl FastPath {
             };
             let raw = &data[pos..end];
             let here = lineno;
-            pos = end + 1;
+            pos = (end + 1).min(data.len());
             lineno += 1;
             if is_blank(raw) {
                 continue;
             }
-            match read_line(raw) {
-                Read::Success(l) => {
-                    let i = self.dep_index(l.deployment_id.unwrap_or_default());
-                    if !self.tally(i, &l) {
-                        handed.append((here, PyBytes::new(py, raw)))?;
+            if let Read::Success(l) = read_line(raw) {
+                if let Some(&i) = self.index.get(l.deployment_id.unwrap_or_default()) {
+                    if self.tally(i, &l) {
+                        continue;
                     }
-                }
-                Read::Hand(dep) => {
-                    let i = self.dep_index(dep);
-                    let d = &mut self.deps[i as usize];
-                    if d.mode == Mode::Owned {
-                        d.mode = Mode::Frozen;
-                        self.frozen.push(i);
-                    }
-                    handed.append((here, PyBytes::new(py, raw)))?;
-                }
-                Read::Barrier => {
-                    handed.append((here, PyBytes::new(py, raw)))?;
-                    return Ok((pos.min(data.len()), lineno, handed));
                 }
             }
+            return (pos, lineno, here, Some(PyBytes::new(py, raw)));
         }
-        Ok((data.len(), lineno, handed))
+        (data.len(), lineno, 0, None)
     }
 
     /// Write what this side tallied for `deployment_id` into its `DeploymentState` (`st`): the request
@@ -574,16 +549,6 @@ impl FastPath {
         }
         d.mode = Mode::Python;
         Ok(())
-    }
-
-    /// Frozen deployments Python never pulled (their handed lines were invalid) are owned again.
-    fn resume(&mut self) {
-        for i in self.frozen.drain(..) {
-            let d = &mut self.deps[i as usize];
-            if d.mode == Mode::Frozen {
-                d.mode = Mode::Owned;
-            }
-        }
     }
 
     /// Take `deployment_id` over from Python's `DeploymentState` `st` when nothing is pending on its request

@@ -1,0 +1,230 @@
+"""FP2 (docs/engine-fast-path.md): the native success path gives what the pure-Python one gives.
+
+The streams are the engine's property-test streams (every config preset, duplicates, late records, pre-call
+checks, non-final attempts, quota headers), thickened with runs of plain successes and written as JSONL the way
+files differ: other key orders and spacing, escapes, unknown fields, nulls, repeated keys, bad lines and blank
+ones, exact re-sends, cut into blocks at random lines. Both backends run `coolant.replay.run.replay` on the same
+blocks; cooldowns (with their trigger event ids), the summary and every deployment's state must be identical.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, find, given, settings
+from hypothesis import strategies as st
+from test_properties import Case, _dense, cases
+
+from coolant import fastpath, schemas
+from coolant.io.sources import Block
+from coolant.processors import Policy
+from coolant.replay import run
+
+pytestmark = pytest.mark.skipif(not fastpath.available(), reason="coolant_native is not built (scripts/bootstrap)")
+
+NATIVE = fastpath.NativePath
+SETTINGS = settings(max_examples=250, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+
+BAD_LINES = [
+    b"not json",
+    b'{"schema":"coolant.outcome/1","event_id":"x"}',  # missing fields
+    b'{"schema":"coolant.outcome/1","event_id":"m","ts":1700000000000,"deployment_id":"d0",'
+    b'"model_group":"g1","ok":true}',  # ts in milliseconds (B2)
+    b'{"schema":"coolant.outcome/1","event_id":"","ts":1.0,"deployment_id":"d0","model_group":"g1","ok":true}',
+    b'{"schema":"coolant.outcome/2","event_id":"v","ts":1.0,"deployment_id":"d1","model_group":"g1","ok":true}',
+    b'{"schema":"coolant.outcome/1","event_id":"n","ts":1.0,"deployment_id":"d0","model_group":"g1","ok":1}',
+    b'{"schema":"coolant.outcome/1","event_id":"z","ts":01,"deployment_id":"d0","model_group":"g1","ok":true}',
+    b"[1, 2]",
+    b"\xff\xfe{}",
+]
+
+
+def _variant(rec: schemas.Outcome | schemas.Health, rnd: random.Random) -> bytes:
+    """One record as some writer might put it on a line (all decode to the same record)."""
+    d = schemas.to_dict(rec)
+    k = rnd.randrange(10)
+    if k < 5:
+        return schemas.encode(rec)
+    items = list(d.items())
+    rnd.shuffle(items)
+    d = dict(items)
+    if k == 5:
+        d["extra"] = rnd.choice([1, "x", None, {"nested": [1, {"a": 2}]}, [1, 2]])
+    elif k == 6 and type(rec) is schemas.Outcome:
+        d.setdefault("final", None)
+        d.setdefault("gateway", None)
+        d.setdefault("latency_ms", rnd.choice([None, 12, 0.5, -3e14]))
+    elif k == 7:
+        return json.dumps(d).replace('"event_id": "e', '"event_id": "\\u0065', 1).encode()  # the same id
+    elif k == 8:
+        return (" " + json.dumps(d, separators=(" , ", " : ")) + " \r").encode()
+    return json.dumps(d).encode()
+
+
+def _lines(records: list[schemas.Outcome | schemas.Health], rnd: random.Random) -> list[bytes]:
+    out: list[bytes] = []
+    for rec in records:
+        line = _variant(rec, rnd)
+        out.append(line)
+        r = rnd.random()
+        if r < 0.05:
+            out.append(line)  # an exact re-send
+        elif r < 0.08:
+            out.append(rnd.choice(BAD_LINES))
+        elif r < 0.10:
+            out.append(rnd.choice([b"", b"   ", b"\t"]))
+        elif r < 0.11 and line.startswith(b'{"schema"'):
+            out.append(line[:-1] + b',"deployment_id":"d1"}')  # a repeated key
+    return out
+
+
+def _blocks(lines: list[bytes], rnd: random.Random) -> list[Block]:
+    blocks: list[Block] = []
+    i, first = 0, 1
+    while i < len(lines):
+        n = rnd.choice([1, 5, 40, 200, 1000])
+        chunk = lines[i : i + n]
+        data = b"\n".join(chunk) + (b"\n" if rnd.random() < 0.9 or i + n < len(lines) else b"")
+        blocks.append(("s.jsonl", first, data))
+        first += len(chunk)
+        i += n
+    return blocks
+
+
+def _outcome(policy: Policy, blocks: list[Block], backend: str) -> dict[str, Any]:
+    """Cooldowns, summary and end states of one replay of `blocks` on `backend`."""
+    cooldowns: list[bytes] = []
+    engines: list[Any] = []
+
+    def keep(p: Policy, b: str | None = None) -> fastpath.SuccessPath:
+        path = fastpath.for_policy(p, b)
+        engines.append(path.engine)
+        return path
+
+    original, run.for_policy = run.for_policy, keep
+    try:
+        summary = run.replay(blocks, policy, lambda cd: cooldowns.append(schemas.encode(cd)), backend=backend)
+    finally:
+        run.for_policy = original
+    (engine,) = engines
+    states = {
+        dep: [st.request.to_dict(), st.health.to_dict(), dict(st.health.seen), st.counted]
+        for dep, st in engine.states.items()
+    }
+    return {"cooldowns": cooldowns, "summary": summary.to_dict(), "states": states, "ejections": engine.ejections}
+
+
+def _thick(records: list[schemas.Outcome | schemas.Health], rnd: random.Random) -> list[Any]:
+    """Runs of the plainest successes (no attempt, final or source; seconds apart) after many outcomes, some of
+    them re-sends of an earlier id or far behind (late): what the native side owns, and its edges."""
+    out: list[Any] = []
+    ids: list[str] = []
+    for i, rec in enumerate(records):
+        out.append(rec)
+        if type(rec) is not schemas.Outcome or rnd.random() < 0.3:
+            continue
+        for j in range(rnd.randrange(1, 12)):
+            r = rnd.random()
+            ts = rec.ts + rnd.choice([0, 0.1, 0.5, 1, 2]) * j
+            event_id = f"p{i}.{j}"
+            if r < 0.05 and ids:
+                event_id = rnd.choice(ids)  # a re-send
+            elif r < 0.08:
+                ts -= rnd.choice([179.5, 181, 400])  # at and past late_after
+            ids.append(event_id)
+            out.append(schemas.Outcome(event_id, ts, rec.deployment_id, rec.model_group, True,
+                                       gateway=rnd.choice([rec.gateway, None, "gw-z"])))
+    return out
+
+
+def _stream(case: Case, rnd: random.Random) -> list[Block]:
+    return _blocks(_lines(_thick(_dense(case, rnd), rnd), rnd), rnd)
+
+
+@SETTINGS
+@given(cases(), st.integers(0, 2**32))
+def test_native_and_python_backends_agree(case: Case, seed: int) -> None:
+    policy = case.policy
+    blocks = _stream(case, random.Random(seed))
+    python = _outcome(policy, blocks, "python")
+    native = _outcome(policy, blocks, "native")
+    assert native["cooldowns"] == python["cooldowns"]
+    assert native["summary"] == python["summary"]
+    assert native["states"] == python["states"]
+    assert native["ejections"] == python["ejections"]
+
+
+class _Forgetful:
+    """The native side with a no-op `pull`."""
+
+    def __init__(self, native: Any) -> None:
+        self._native = native
+
+    def pull(self, deployment_id: str, st: Any) -> None:
+        pass
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._native, name)
+
+
+def _no_pull(engine: Any) -> fastpath.NativePath:
+    """A mutant: the engine decides a handed record without the deployment's tallies written back."""
+    path = NATIVE(engine)
+    path.native = _Forgetful(path.native)
+    return path
+
+
+MUTANTS = {
+    "no pull": _no_pull,
+    "late_after ignored": lambda engine: _late_after(engine, 1e12),
+    "sliding buckets as windows": lambda engine: _width(engine, 60),
+}
+
+
+def _late_after(engine: Any, late_after: float) -> fastpath.NativePath:
+    path = NATIVE(engine)
+    o = engine.policy.options
+    import coolant_native
+
+    path.native = coolant_native.FastPath(late_after, o.slot_width, o.litellm_counters, 60.0, fastpath.PodCounters)
+    return path
+
+
+def _width(engine: Any, width: int) -> fastpath.NativePath:
+    path = NATIVE(engine)
+    o = engine.policy.options
+    import coolant_native
+
+    path.native = coolant_native.FastPath(o.late_after, width, o.litellm_counters, 60.0, fastpath.PodCounters)
+    return path
+
+
+@pytest.mark.parametrize("mutant", sorted(MUTANTS))
+def test_a_mutant_native_path_is_caught(mutant: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The comparison above can fail: each mutant of the native side gives a stream on which it differs."""
+    make = MUTANTS[mutant]
+
+    def differs(example: tuple[Case, int]) -> bool:
+        case, seed = example
+        policy = case.policy
+        if mutant == "sliding buckets as windows" and policy.options.slot_width == 60:
+            return False
+        blocks = _stream(case, random.Random(seed))
+        python = _outcome(policy, blocks, "python")
+        monkeypatch.setattr(fastpath, "NativePath", make)
+        try:
+            native = _outcome(policy, blocks, "native")
+        finally:
+            monkeypatch.setattr(fastpath, "NativePath", NATIVE)
+        return native != python
+
+    find(
+        st.tuples(cases(), st.integers(0, 2**32)),
+        differs,
+        settings=settings(max_examples=2000, deadline=None, database=None,
+                          suppress_health_check=list(HealthCheck)),
+    )
