@@ -37,8 +37,11 @@ class SuccessPath(Protocol):
     """What replay and tuning drive: `run` each block in file order, then `finish` once."""
 
     engine: Engine
-    records: int
-    """Valid records so far (tallied or decoded)."""
+
+    @property
+    def records(self) -> int:
+        """Valid records so far (tallied or decoded)."""
+        ...
 
     def run(self, block: Block, on_invalid: Callable[[str], None]) -> Iterator[tuple[Record, Step]]:
         """`Engine.feed_all` over the block's valid records (invalid lines go to `on_invalid` as
@@ -57,11 +60,15 @@ class PythonPath:
 
     def __init__(self, engine: Engine) -> None:
         self.engine = engine
-        self.records = 0
+        self.decoded = 0
+
+    @property
+    def records(self) -> int:
+        return self.decoded
 
     def run(self, block: Block, on_invalid: Callable[[str], None]) -> Iterator[tuple[Record, Step]]:
         decoded = decode_records(block, on_invalid)
-        self.records += len(decoded)
+        self.decoded += len(decoded)
         return self.engine.feed_all(decoded)
 
     def finish(self) -> None:

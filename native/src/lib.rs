@@ -37,7 +37,38 @@ impl Hasher for IdHasher {
     }
 }
 
-type Seen = HashMap<u64, f64, BuildHasherDefault<IdHasher>>;
+/// One deployment's seen ids: hash -> ts, and the hashes in insertion order, so that L3 forgets them as
+/// `windows.discard` forgets a dict's (from the oldest inserted, up to the first one still live).
+#[derive(Default)]
+struct Seen {
+    ts: HashMap<u64, f64, BuildHasherDefault<IdHasher>>,
+    order: std::collections::VecDeque<u64>,
+}
+
+impl Seen {
+    #[inline]
+    fn contains(&self, h: u64) -> bool {
+        self.ts.contains_key(&h)
+    }
+    #[inline]
+    fn insert(&mut self, h: u64, t: f64) {
+        if self.ts.insert(h, t).is_none() {
+            self.order.push_back(h);
+        }
+    }
+    fn forget_before(&mut self, horizon: f64) {
+        while let Some(&h) = self.order.front() {
+            match self.ts.get(&h) {
+                Some(&t) if t >= horizon => break,
+                Some(_) => {
+                    self.ts.remove(&h);
+                }
+                None => {} // deleted by hand
+            }
+            self.order.pop_front();
+        }
+    }
+}
 
 /// FNV-1a over the id's UTF-8 bytes, then murmur3's finalizer so every bit of the table index is mixed.
 fn id_hash(bytes: &[u8]) -> u64 {
@@ -410,7 +441,7 @@ impl FastPath {
         let ts = line.ts.unwrap_or_default();
         let h = id_hash(line.event_id.unwrap_or_default());
         let hand = d.hw - ts > self.late_after // L1
-            || d.seen.contains_key(&h) // L2
+            || d.seen.contains(h) // L2
             || (ts > d.hw && ts >= d.gc_next); // L3 is due
         if hand {
             return false;
@@ -638,12 +669,12 @@ impl SeenIds {
 impl SeenIds {
     fn __contains__(&self, py: Python<'_>, event_id: &Bound<'_, PyString>) -> PyResult<bool> {
         let h = id_hash(&key_bytes(event_id)?);
-        Ok(self.with(py, |s| s.contains_key(&h)))
+        Ok(self.with(py, |s| s.contains(h)))
     }
 
     fn __getitem__(&self, py: Python<'_>, event_id: &Bound<'_, PyString>) -> PyResult<f64> {
         let h = id_hash(&key_bytes(event_id)?);
-        self.with(py, |s| s.get(&h).copied()).ok_or_else(|| PyKeyError::new_err(event_id.clone().unbind()))
+        self.with(py, |s| s.ts.get(&h).copied()).ok_or_else(|| PyKeyError::new_err(event_id.clone().unbind()))
     }
 
     fn __setitem__(&self, py: Python<'_>, event_id: &Bound<'_, PyString>, ts: f64) -> PyResult<()> {
@@ -654,23 +685,24 @@ impl SeenIds {
 
     fn __delitem__(&self, py: Python<'_>, event_id: &Bound<'_, PyString>) -> PyResult<()> {
         let h = id_hash(&key_bytes(event_id)?);
-        match self.with(py, |s| s.remove(&h)) {
+        match self.with(py, |s| s.ts.remove(&h)) {
             Some(_) => Ok(()),
             None => Err(PyKeyError::new_err(event_id.clone().unbind())),
         }
     }
 
     fn __len__(&self, py: Python<'_>) -> usize {
-        self.with(py, |s| s.len())
+        self.with(py, |s| s.ts.len())
     }
 
     fn __iter__(&self) -> PyResult<()> {
         Err(PyTypeError::new_err("seen ids are kept as 64-bit hashes: they cannot be listed"))
     }
 
-    /// L3: forget the ids of records before `horizon` (any later copy of them is late, L1).
+    /// L3: forget the ids of records before `horizon`, oldest inserted first, up to the first one still live
+    /// (what `windows.discard` does to a dict).
     fn forget_before(&self, py: Python<'_>, horizon: f64) {
-        self.with(py, |s| s.retain(|_, t| *t >= horizon));
+        self.with(py, |s| s.forget_before(horizon));
     }
 }
 
