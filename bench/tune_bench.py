@@ -65,7 +65,8 @@ def main() -> None:
     charted = recording.busiest(3)
     grid_started = time.perf_counter()
     cpu_before = _cpu()
-    with GridRun([pt.policy for pt in points], recording.records, recording.traffic, 30, charted, a.jobs) as run:
+    with GridRun([pt.policy for pt in points], recording.records, recording.traffic, 30, charted, a.jobs,
+                 recording.blocks) as run:
         for _ in run.completed():
             pass
     results = run.ordered()

@@ -250,7 +250,8 @@ def _run(
     err: Console,
     show: bool,
 ) -> list[Evaluation]:
-    run = GridRun([p.policy for p in points], recording.records, recording.traffic, flap_window, charted, workers)
+    run = GridRun([p.policy for p in points], recording.records, recording.traffic, flap_window, charted, workers,
+                  recording.blocks)
     columns = (
         TextColumn("policies"),
         BarColumn(),

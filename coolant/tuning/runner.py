@@ -18,9 +18,11 @@ from dataclasses import dataclass
 from types import TracebackType
 from typing import Any
 
-from coolant.processors import Engine
+from coolant.fastpath import NativePath, for_policy, run_all
+from coolant.io.sources import Block
+from coolant.processors import Engine, Step
 from coolant.processors.policy import Policy
-from coolant.schemas import Outcome
+from coolant.schemas import Outcome, Record
 from coolant.tuning.metrics import CooldownSpan, DeploymentTraffic, PolicyFigures, policy_figures
 from coolant.tuning.traffic import EngineInput
 
@@ -44,6 +46,7 @@ class _Shared:
     traffic: dict[str, DeploymentTraffic]
     flap_window: float
     charted: tuple[str, ...]
+    blocks: Sequence[Block] | None = None
 
 
 _SHARED: _Shared | None = None
@@ -69,12 +72,13 @@ def evaluate(
     traffic: dict[str, DeploymentTraffic],
     flap_window: float,
     charted: Sequence[str] = (),
+    blocks: Sequence[Block] | None = None,
 ) -> Evaluation:
-    """Replay `records` (file order) through a fresh engine and measure its would-be cooldowns."""
-    engine = Engine(policy)
+    """Replay `records` (file order) through a fresh engine and measure its would-be cooldowns. With the raw
+    `blocks` of the same records, the native success path (FP2) reads its plain successes from them."""
     spans: dict[str, list[CooldownSpan]] = {}
     suppressed = 0
-    for rec, step in engine.feed_all(records):  # plain successes (FP1) yield nothing: they cool nothing
+    for rec, step in _steps(policy, records, blocks):  # plain successes (FP1, FP2) yield nothing: they cool nothing
         cd = step.cooldown
         if cd is None:
             if step.suppressed is not None:
@@ -91,10 +95,24 @@ def evaluate(
     return Evaluation(figures, timelines)
 
 
+def _steps(
+    policy: Policy, records: Sequence[EngineInput], blocks: Sequence[Block] | None
+) -> Iterator[tuple[Record, Step]]:
+    if blocks is not None:
+        path = for_policy(policy)
+        if isinstance(path, NativePath):
+            return run_all(path, blocks, _counted_already)
+    return Engine(policy).feed_all(records)
+
+
+def _counted_already(where_and_problem: str) -> None:
+    """Invalid lines were counted and reported when the recording was read."""
+
+
 def _evaluate_shared(policy: Policy) -> Evaluation:
     s = _SHARED
     assert s is not None, "worker started without the recording"
-    return evaluate(policy, s.records, s.traffic, s.flap_window, s.charted)
+    return evaluate(policy, s.records, s.traffic, s.flap_window, s.charted, s.blocks)
 
 
 class GridRun:
@@ -112,9 +130,10 @@ class GridRun:
         flap_window: float,
         charted: Sequence[str] = (),
         jobs: int = 1,
+        blocks: Sequence[Block] | None = None,
     ) -> None:
         self.policies = list(policies)
-        self.shared = _Shared(records, traffic, flap_window, tuple(charted))
+        self.shared = _Shared(records, traffic, flap_window, tuple(charted), blocks)
         self.jobs = max(1, min(jobs, len(self.policies)))
         self._pool: ProcessPoolExecutor | None = None
         self._futures: dict[Future[Evaluation], int] = {}
@@ -152,7 +171,7 @@ class GridRun:
         if self._pool is None:
             s = self.shared
             for i, policy in enumerate(self.policies):
-                ev = evaluate(policy, s.records, s.traffic, s.flap_window, s.charted)
+                ev = evaluate(policy, s.records, s.traffic, s.flap_window, s.charted, s.blocks)
                 self.results[i] = ev
                 yield i, ev
             return

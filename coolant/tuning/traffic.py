@@ -14,6 +14,7 @@ from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
+from coolant.fastpath import available
 from coolant.io.sources import Block, decode_records
 from coolant.schemas import Health, Outcome
 from coolant.tuning.metrics import DeploymentTraffic, incidents
@@ -30,6 +31,9 @@ class Recording:
     """Decoded records (outcomes and probes, file order) plus what the metrics need of them."""
 
     records: list[EngineInput] = field(default_factory=list)
+    blocks: list[Block] | None = None
+    """The raw blocks, kept when the native success path is built: each policy's run reads its plain successes
+    from them (coolant.fastpath) instead of from the decoded records."""
     lines: int = 0
     invalid: int = 0
     invalid_samples: list[str] = field(default_factory=list)
@@ -86,7 +90,7 @@ def index_traffic(records: Iterable[EngineInput], quiet_gap: float) -> dict[str,
 def load_recording(blocks: Iterable[Block], quiet_gap: float) -> Recording:
     """Decode every record once, a block at a time; invalid lines are counted (first few kept with their
     position)."""
-    rec = Recording()
+    rec = Recording(blocks=[] if available() else None)
     records = rec.records
 
     def invalid(where_and_problem: str) -> None:
@@ -96,6 +100,8 @@ def load_recording(blocks: Iterable[Block], quiet_gap: float) -> Recording:
 
     valid = 0
     for block in blocks:
+        if rec.blocks is not None:
+            rec.blocks.append(block)
         decoded = decode_records(block, invalid)
         valid += len(decoded)
         records.extend(r for r in decoded if type(r) is Outcome or type(r) is Health)
