@@ -1,6 +1,7 @@
 """Where replay's time goes: the share of read, decode, the engine's fast and general paths, summary and output.
 
     .venv/bin/python bench/replay_profile.py [--data bench/out/fleet.jsonl] [--config bench/out/fleet.yaml]
+                                             [--backend python|native]
 
 Runs on bench/replay_bench.py's stream (generate it with that script first) and prints CPU seconds per stage,
 each as a share of the whole replay and as a multiple of the parse floor (read + orjson.loads):
@@ -13,6 +14,13 @@ each as a share of the whole replay and as a multiple of the parse floor (read +
   summary   the replay loop's own bookkeeping (dispositions, per-deployment totals);
   output    encoding each cooldown as JSON and writing it (to /dev/null).
 Stages are timed separately (so their sum is a little above a full run) with `time.process_time`, best of 3.
+
+With --backend native (coolant.fastpath's native success path, FP2) the stages of one replay are instead:
+  read      as above;
+  native    the native scan: reading every line, tallying the plain successes it owns (L1, L2, O5, LC2);
+  decode    msgspec decoding of the lines it hands to the engine;
+  sync      writing a deployment's tallies into its state before the engine's step and taking it back after;
+  engine    the engine's steps for the handed records, the replay summary and the end-of-run tallies (the rest).
 """
 
 from __future__ import annotations
@@ -22,12 +30,15 @@ import cProfile
 import pstats
 import time
 from pathlib import Path
+from typing import Any
 
 import orjson
 
+from coolant import fastpath
 from coolant.config.loader import load_config
 from coolant.io.sources import decode_records, read_blocks, read_lines
-from coolant.processors import Engine
+from coolant.processors import Engine, Policy
+from coolant.replay import run as run_module
 from coolant.replay.run import ReplaySummary, replay
 from coolant.schemas import Cooldown, encode
 
@@ -55,9 +66,13 @@ def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--data", type=Path, default=OUT / "fleet.jsonl")
     p.add_argument("--config", type=Path, default=OUT / "fleet.yaml")
+    p.add_argument("--backend", choices=("python", "native"), default="python")
     a = p.parse_args()
     path = [str(a.data)]
     policy = load_config(a.config).policy
+    if a.backend == "native":
+        native_profile(a.data, policy)
+        return
 
     def floor() -> None:
         loads = orjson.loads
@@ -104,10 +119,10 @@ def main() -> None:
 
     def full() -> None:
         out: list[Cooldown] = []
-        replay(read_blocks(path), policy, out.append)
+        replay(read_blocks(path), policy, out.append, backend="python")
 
     cooldowns: list[Cooldown] = []
-    replay(iter(blocks), policy, cooldowns.append)
+    replay(iter(blocks), policy, cooldowns.append, backend="python")
 
     def output() -> None:
         with open("/dev/null", "wb") as sink:
@@ -165,6 +180,76 @@ def main() -> None:
     print(f"{'total':<24} {total:>7.2f} {1:>7.1%} {total / t_floor:>8.2f}")
     print(f"{'floor':<24} {t_floor:>7.2f}")
 
+
+class _Timed:
+    """The native side with its calls timed (CPU s per method); `decode` is timed through the module's name."""
+
+    def __init__(self, native: Any, spent: dict[str, float]) -> None:
+        self._native, self._spent = native, spent
+
+    def __getattr__(self, name: str) -> Any:
+        inner = getattr(self._native, name)
+        if not callable(inner):
+            return inner
+        spent, stage = self._spent, "native" if name == "scan" else "sync"
+
+        def timed(*args: Any) -> Any:
+            t = CLOCK()
+            try:
+                return inner(*args)
+            finally:
+                spent[stage] += CLOCK() - t
+
+        return timed
+
+
+def _native_run(path: list[str], policy: Policy) -> tuple[float, dict[str, float], fastpath.NativePath, int]:
+    """One native replay with its stages timed: (CPU s, stage -> CPU s, the path, cooldowns)."""
+    spent = {"native": 0.0, "decode": 0.0, "sync": 0.0}
+    made: list[fastpath.NativePath] = []
+    real_decode, real_for_policy = getattr(fastpath, "decode"), getattr(run_module, "for_policy")  # noqa: B009
+
+    def decode(raw: bytes) -> Any:
+        t = CLOCK()
+        try:
+            return real_decode(raw)
+        finally:
+            spent["decode"] += CLOCK() - t
+
+    def for_policy(p: Policy, b: str | None = None) -> Any:
+        fp = fastpath.NativePath(Engine(p))
+        fp.native = _Timed(fp.native, spent)
+        made.append(fp)
+        return fp
+
+    setattr(fastpath, "decode", decode)  # noqa: B010
+    setattr(run_module, "for_policy", for_policy)  # noqa: B010
+    try:
+        t = CLOCK()
+        out: list[Cooldown] = []
+        replay(read_blocks(path), policy, out.append)
+        whole = CLOCK() - t
+    finally:
+        setattr(fastpath, "decode", real_decode)  # noqa: B010
+        setattr(run_module, "for_policy", real_for_policy)  # noqa: B010
+    return whole, spent, made[0], len(out)
+
+
+def native_profile(data: Path, policy: Policy) -> None:
+    path = [str(data)]
+    t_floor = best(lambda: [orjson.loads(line) for _, _, line in read_lines(path)])
+    t_read = best(lambda: [None for _ in read_blocks(path)])
+    whole, spent, fp, cooldowns = min((_native_run(path, policy) for _ in range(3)), key=lambda r: r[0])
+    engine = whole - t_read - sum(spent.values())
+    n, tallied = fp.records, fp.native.tallied
+    print(f"{data}: {n:,} records, {tallied:,} tallied natively ({tallied / n:.1%}), "
+          f"{fp.decoded:,} handed to the engine, {cooldowns:,} cooldowns")
+    print(f"{'stage':<24} {'CPU s':>7} {'share':>7} {'× floor':>8}")
+    for name, t in (("read", t_read), ("native scan + tally", spent["native"]), ("decode (handed)", spent["decode"]),
+                    ("sync (pull, push)", spent["sync"]), ("engine + summary", engine)):
+        print(f"{name:<24} {t:>7.2f} {t / whole:>7.1%} {t / t_floor:>8.2f}")
+    print(f"{'total':<24} {whole:>7.2f} {1:>7.1%} {whole / t_floor:>8.2f}")
+    print(f"{'floor':<24} {t_floor:>7.2f}")
 
 if __name__ == "__main__":
     main()

@@ -16,7 +16,7 @@ from collections.abc import Callable, Iterable, Iterator
 from typing import Protocol, cast
 
 from coolant.io.sources import Block, decode_records
-from coolant.processors import Engine, Policy, Step
+from coolant.processors import Engine, Policy, Step, windows
 from coolant.processors.policy import COUNTER_TTL
 from coolant.processors.state import DeploymentState, PodCounters
 from coolant.schemas import InvalidRecord, Record, decode
@@ -81,7 +81,7 @@ class _Native(Protocol):
     tallied: int
 
     def scan(self, data: bytes, pos: int, line: int) -> tuple[int, int, int, bytes | None]: ...
-    def pull(self, deployment_id: str, st: DeploymentState) -> None: ...
+    def pull(self, deployment_id: str, st: DeploymentState) -> float | None: ...
     def push(self, deployment_id: str, st: DeploymentState) -> bool: ...
     def owned(self) -> int: ...
 
@@ -127,17 +127,27 @@ class NativePath:
             self.decoded += 1
             dep = rec.deployment_id
             st = states.get(dep)
-            if st is not None:
-                pull(dep, st)
+            if st is not None and (owed := pull(dep, st)) is not None:
+                self._discard(st, owed)
             yield rec
             st = states.get(dep)
             if st is not None:
                 push(dep, st)
 
+    def _discard(self, st: DeploymentState, hw: float) -> None:
+        """The rest of an L3 the native side ran at high-water mark `hw` on the seen ids only: the engine's own
+        `windows.discard` on the windows and counters, as of that mark (FP2)."""
+        ps = st.request
+        now, ps.hw = ps.hw, hw
+        o = self.engine.policy.options
+        windows.discard(ps, o.late_after, o.slot_width)
+        ps.hw = now
+
     def finish(self) -> None:
         pull = self.native.pull
         for dep, st in self.engine.states.items():
-            pull(dep, st)
+            if (owed := pull(dep, st)) is not None:
+                self._discard(st, owed)
 
 
 def available() -> bool:

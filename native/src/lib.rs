@@ -84,16 +84,24 @@ fn id_hash(bytes: &[u8]) -> u64 {
     h ^ (h >> 33)
 }
 
-/// Python's `int(ts // width)` for ts >= 0 and width > 0 (Objects/floatobject.c, float_floor_div).
-fn slot(ts: f64, width: f64) -> i64 {
+/// Python's `ts // width` for ts >= 0 and width > 0 (Objects/floatobject.c, float_floor_div).
+fn floordiv(ts: f64, width: f64) -> f64 {
     let m = ts % width;
     let div = (ts - m) / width;
     let mut fl = div.floor();
     if div - fl > 0.5 {
         fl += 1.0;
     }
-    fl as i64
+    fl
 }
+
+/// O5: `windows.slot`, `int(ts // width)`.
+fn slot(ts: f64, width: f64) -> i64 {
+    floordiv(ts, width) as i64
+}
+
+/// The longest a held deployment's window tallies may grow before its next L3 is left to the engine.
+const MAX_SLOTS: usize = 64;
 
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum Mode {
@@ -118,6 +126,9 @@ struct Dep {
     pods: Vec<Pod>,
     counted: i64,
     seen: Seen,
+    /// The high-water mark of the last L3 this side ran on the seen ids (-inf: none since the last pull): the
+    /// engine runs the rest of that L3 (`windows.discard` at that mark) when it pulls the deployment.
+    owed: f64,
 }
 
 impl Dep {
@@ -130,6 +141,7 @@ impl Dep {
             pods: Vec::new(),
             counted: 0,
             seen: Seen::default(),
+            owed: f64::NEG_INFINITY,
         }
     }
 }
@@ -440,15 +452,23 @@ impl FastPath {
         }
         let ts = line.ts.unwrap_or_default();
         let h = id_hash(line.event_id.unwrap_or_default());
+        let due = ts > d.hw && ts >= d.gc_next; // L3 is due (once per event-time minute)
         let hand = d.hw - ts > self.late_after // L1
             || d.seen.contains(h) // L2
-            || (ts > d.hw && ts >= d.gc_next); // L3 is due
+            || (due && d.windows.len() >= MAX_SLOTS);
         if hand {
             return false;
         }
         d.seen.insert(h, ts);
         if ts > d.hw {
             d.hw = ts;
+            if due {
+                // `_accept`'s schedule, and L3 on the seen ids kept here; the rest of L3 (windows, V1 and D7
+                // counters) is the engine's `windows.discard`, run at this mark when the deployment is pulled
+                d.gc_next = (floordiv(ts, 60.0) + 1.0) * 60.0;
+                d.seen.forget_before(ts - self.late_after);
+                d.owed = ts;
+            }
         }
         let k = slot(ts, self.width); // O5
         match d.windows.iter_mut().rev().find(|w| w.0 == k) {
@@ -532,13 +552,19 @@ impl FastPath {
 
     /// Write what this side tallied for `deployment_id` into its `DeploymentState` (`st`): the request
     /// path's hw, gc_next, window counts and publisher success counters, and `st.counted`. Python then owns
-    /// the deployment until `push`.
-    fn pull(&mut self, py: Python<'_>, deployment_id: &Bound<'_, PyString>, st: &Bound<'_, PyAny>) -> PyResult<()> {
+    /// the deployment until `push`. Returns the high-water mark of an L3 this side ran only on the seen ids
+    /// (the caller runs `windows.discard` as of that mark), or None.
+    fn pull(
+        &mut self,
+        py: Python<'_>,
+        deployment_id: &Bound<'_, PyString>,
+        st: &Bound<'_, PyAny>,
+    ) -> PyResult<Option<f64>> {
         let key = key_bytes(deployment_id)?;
-        let Some(&i) = self.index.get(&key) else { return Ok(()) };
+        let Some(&i) = self.index.get(&key) else { return Ok(None) };
         let d = &mut self.deps[i as usize];
         if d.mode == Mode::Python {
-            return Ok(());
+            return Ok(None);
         }
         let ps = st.getattr("request")?;
         ps.setattr("hw", d.hw)?;
@@ -579,7 +605,9 @@ impl FastPath {
             d.counted = 0;
         }
         d.mode = Mode::Python;
-        Ok(())
+        let owed = d.owed;
+        d.owed = f64::NEG_INFINITY;
+        Ok((owed > f64::NEG_INFINITY).then_some(owed))
     }
 
     /// Take `deployment_id` over from Python's `DeploymentState` `st` when nothing is pending on its request
@@ -635,6 +663,7 @@ impl FastPath {
         d.gc_next = gc_next;
         d.pods = pods;
         d.windows.clear();
+        d.owed = f64::NEG_INFINITY;
         d.mode = Mode::Owned;
         drop(me);
         if absorb.is_some() {

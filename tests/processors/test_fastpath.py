@@ -110,8 +110,10 @@ def _outcome(policy: Policy, blocks: list[Block], backend: str) -> dict[str, Any
     finally:
         run.for_policy = original
     (engine,) = engines
+    late_after = policy.options.late_after
     states = {
-        dep: [st.request.to_dict(), st.health.to_dict(), dict(st.health.seen), st.counted]
+        dep: [_spent_f_cleared(st.request.to_dict(), late_after), st.health.to_dict(), dict(st.health.seen),
+              st.counted]
         for dep, st in engine.states.items()
     }
     return {"cooldowns": cooldowns, "summary": summary.to_dict(), "states": states, "ejections": engine.ejections}
@@ -138,6 +140,21 @@ def _thick(records: list[schemas.Outcome | schemas.Health], rnd: random.Random) 
             out.append(schemas.Outcome(event_id, ts, rec.deployment_id, rec.model_group, True,
                                        gateway=rnd.choice([rec.gateway, None, "gw-z"])))
     return out
+
+
+def _spent_f_cleared(state: dict[str, Any], late_after: float) -> dict[str, Any]:
+    """A state with each publisher's spent failure counter as a new one's (anchor None, count 0). L3 drops a spent
+    publisher pair; when its success half is re-anchored before the engine's L3 runs (the native side defers
+    that L3 to the next pull, FP2), the pair stays with its failure half spent: never read again (the next
+    failure re-anchors it, LC2), so it is the same counter."""
+    hw = state["hw"]
+    if hw is None:
+        return state
+    horizon = hw - late_after
+    pods = {}
+    for gw, (sa, sc, fa, fc) in state["litellm"].items():
+        pods[gw] = [sa, sc, None, 0] if fa is not None and fa + 60 <= horizon else [sa, sc, fa, fc]
+    return {**state, "litellm": pods}
 
 
 def _stream(case: Case, rnd: random.Random) -> list[Block]:
