@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Iterable, Iterator
-from typing import Protocol, cast
+from typing import Any, Protocol, cast
 
 from coolant.io.sources import Block, decode_records
 from coolant.processors import Engine, Policy, Step, windows
@@ -21,10 +21,19 @@ from coolant.processors.policy import COUNTER_TTL
 from coolant.processors.state import DeploymentState, PodCounters
 from coolant.schemas import InvalidRecord, Record, decode
 
-try:
-    import coolant_native
-except ImportError:  # not built (no cargo): the pure-Python path
-    coolant_native = None
+_NATIVE: list[Any] = []
+"""The `coolant_native` module (or None when it is not built), once looked up."""
+
+
+def _native_module() -> Any:
+    """Imported on first use, so processes that never replay (the worker, the probe) never load it."""
+    if not _NATIVE:
+        try:
+            import coolant_native
+        except ImportError:  # not built (no cargo): the pure-Python path
+            coolant_native = None
+        _NATIVE.append(coolant_native)
+    return _NATIVE[0]
 
 __all__ = ["BACKENDS", "NativePath", "PythonPath", "SuccessPath", "available", "for_policy"]
 
@@ -92,11 +101,12 @@ class NativePath:
     name = "native"
 
     def __init__(self, engine: Engine) -> None:
-        assert coolant_native is not None, "coolant_native is not built"
+        module = _native_module()
+        assert module is not None, "coolant_native is not built"
         o = engine.policy.options
         self.engine = engine
         self.native = cast(
-            _Native, coolant_native.FastPath(o.late_after, o.slot_width, o.litellm_counters, COUNTER_TTL, PodCounters)
+            _Native, module.FastPath(o.late_after, o.slot_width, o.litellm_counters, COUNTER_TTL, PodCounters)
         )
         self.decoded = 0
 
@@ -152,7 +162,7 @@ class NativePath:
 
 def available() -> bool:
     """The native backend is built and importable."""
-    return coolant_native is not None
+    return _native_module() is not None
 
 
 def for_policy(policy: Policy, backend: str | None = None) -> SuccessPath:
@@ -165,7 +175,7 @@ def for_policy(policy: Policy, backend: str | None = None) -> SuccessPath:
     engine = Engine(policy)
     if choice == "python":
         return PythonPath(engine)
-    if coolant_native is None:
+    if _native_module() is None:
         if choice == "native":
             raise RuntimeError("the native fast path is not built (scripts/bootstrap builds it when cargo is present)")
         return PythonPath(engine)

@@ -10,6 +10,7 @@ blocks; cooldowns (with their trigger event ids), the summary and every deployme
 from __future__ import annotations
 
 import json
+import os
 import random
 from typing import Any
 
@@ -23,6 +24,8 @@ from coolant.io.sources import Block
 from coolant.processors import Policy
 from coolant.replay import run
 
+if not fastpath.available() and os.environ.get("REQUIRE_NATIVE") == "1":  # scripts/test, where cargo is present
+    raise RuntimeError("REQUIRE_NATIVE=1 but coolant_native is not built (see .local/native-build.log)")
 pytestmark = pytest.mark.skipif(not fastpath.available(), reason="coolant_native is not built (scripts/bootstrap)")
 
 NATIVE = fastpath.NativePath
