@@ -75,13 +75,10 @@ def main() -> None:
         return
 
     def floor() -> None:
-        loads = orjson.loads
-        for _, _, line in read_lines(path):
-            loads(line)
+        _floor(path)
 
     def read() -> None:
-        for _ in read_blocks(path):
-            pass
+        _read(path)
 
     def decode() -> None:
         summary = ReplaySummary()
@@ -235,18 +232,21 @@ def _native_run(path: list[str], policy: Policy) -> tuple[float, dict[str, float
     return whole, spent, made[0], len(out)
 
 
+def _floor(path: list[str]) -> None:
+    """The parse floor: read the lines and `orjson.loads` each."""
+    loads = orjson.loads
+    for _, _, line in read_lines(path):
+        loads(line)
+
+
+def _read(path: list[str]) -> None:
+    for _ in read_blocks(path):
+        pass
+
+
 def native_profile(data: Path, policy: Policy) -> None:
     path = [str(data)]
-    def floor() -> None:
-        loads = orjson.loads
-        for _, _, line in read_lines(path):
-            loads(line)
-
-    def read() -> None:
-        for _ in read_blocks(path):
-            pass
-
-    t_floor, t_read = best(floor), best(read)
+    t_floor, t_read = best(lambda: _floor(path)), best(lambda: _read(path))
     whole, spent, fp, cooldowns = min((_native_run(path, policy) for _ in range(3)), key=lambda r: r[0])
     engine = whole - t_read - sum(spent.values())
     n, tallied = fp.records, fp.native.tallied
