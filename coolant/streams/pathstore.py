@@ -26,6 +26,7 @@ from typing import Any
 
 import orjson
 
+from coolant.processors.seen import SeenHashes
 from coolant.processors.state import PathState
 
 SEP = b"\x1f"
@@ -51,13 +52,14 @@ def bucket_key(key: bytes, bucket: int) -> bytes:
 
 
 class SeenView(MutableMapping[str, float]):
-    """One deployment's seen ids (L2): a set in memory, stored by event-time bucket, forgotten bucket by bucket.
+    """One deployment's seen ids (L2): their hashes in memory, the ids stored by event-time bucket, forgotten bucket
+    by bucket.
 
-    In memory a live id is only its `hash()` (a 64-bit int, this process's) in a set: 32 B and a slot instead of
-    its string, plus its share of the bucket's stored JSON; a bucket's ids are read back from the table only to
-    forget them. `ts` is kept only in the stored buckets. Two ids of one deployment's late window sharing a hash
-    would make the second a false duplicate: at most n / 2**64 per record for n live ids of that deployment
-    (under 1e-13 at 10^6 ids), against L2's exact dict in replay.
+    In memory a live id is only its `hash()` (a 64-bit int, this process's) in a `SeenHashes` (16 B an id, grouped
+    by bucket, so forgetting a bucket reads nothing back); the ids themselves are only in the stored buckets (and
+    `_new` until they are written). `ts` is kept only in the stored buckets. Two ids of one deployment's late
+    window sharing a hash would make the second a false duplicate: at most n / 2**64 per record for n live ids of
+    that deployment (under 1e-13 at 10^6 ids), against L2's exact dict in replay.
 
     The state value and the buckets are on two changelog topics, so a crash can leave either durable without the
     other. Three rules keep what a new owner loads consistent with the state it loads:
@@ -69,11 +71,13 @@ class SeenView(MutableMapping[str, float]):
     - a forgotten bucket's tombstone is sent only once the state that stopped naming it is durable.
     """
 
+    __slots__ = ("_buckets", "_drained", "_dropping", "_ids", "_new", "_read", "_tombstones", "_unsure")
+
     def __init__(self, read: Callable[[int], dict[str, float] | None] = lambda _: None) -> None:
         self._read = read
         """A stored bucket's {event_id: ts} (from the table), ids in the order they were stored."""
-        self._ids: set[int] = set()
-        """The hashes of the live ids."""
+        self._ids = SeenHashes()
+        """The hashes of the live ids, by bucket."""
         self._buckets: dict[int, int] = {}
         """Buckets stored and not forgotten, and how many ids each holds."""
         self._new: dict[str, float] = {}
@@ -81,27 +85,36 @@ class SeenView(MutableMapping[str, float]):
         """Buckets forgotten since the last state was sent: the next state no longer names them."""
         self._tombstones: list[tuple[Any, list[int]]] = []
         """Forgotten buckets to delete once the state sent without them (its future) is durable."""
-        self._drained: dict[int, dict[str, float]] = {}
+        self._drained: dict[int, dict[str, float]] = _NONE
         """The new ids of each bucket the last `drain` returned, until `sent` pairs them with their write."""
         self._unsure: list[tuple[Any, dict[str, float]]] = []
         """Ids in bucket writes not known to be durable yet, with each write's future (see `unsure`)."""
 
     def load_bucket(self, bucket: int, ids: dict[str, float]) -> None:
-        self._ids.update(map(hash, ids))
+        self._ids.update(map(hash, ids), bucket)
         self._buckets[bucket] = len(ids)
 
     def adopt(self, ids: dict[str, float]) -> None:
         """Ids stored another way (an older layout, a state's unsure ids): held as new, so the next flush stores
         them in buckets."""
-        self._ids.update(map(hash, ids))
+        add = self._ids.add
+        for event_id, ts in ids.items():
+            add(hash(event_id), int(ts // SEEN_BUCKET))
         self._new.update(ids)
 
     def forget_before(self, horizon: float) -> None:
-        """Forget every stored bucket that ends at or before the horizon (all its ids are older than it)."""
-        for bucket in [b for b in self._buckets if (b + 1) * SEEN_BUCKET <= horizon]:
-            self._ids.difference_update(map(hash, self._read(bucket) or ()))
+        """Forget every stored bucket that ends at or before the horizon (all its ids are older than it). New ids
+        of such a bucket, not written yet, stay until their write is forgotten in turn."""
+        gone = [b for b in self._buckets if (b + 1) * SEEN_BUCKET <= horizon]
+        if not gone:
+            return
+        for bucket in gone:
             del self._buckets[bucket]
-            self._dropping.append(bucket)
+        self._dropping += gone
+        self._ids.drop(gone)
+        for event_id, ts in self._new.items():
+            if (bucket := int(ts // SEEN_BUCKET)) in gone:
+                self._ids.add(hash(event_id), bucket)
 
     def __getitem__(self, event_id: str) -> float:
         """Not on the hot path (the engine only asks `in`): read back from the buckets."""
@@ -118,12 +131,15 @@ class SeenView(MutableMapping[str, float]):
         return hash(event_id) in self._ids
 
     def __setitem__(self, event_id: str, ts: float) -> None:
-        self._ids.add(hash(event_id))
+        self._ids.add(hash(event_id), int(ts // SEEN_BUCKET))
         self._new[event_id] = ts
 
     def __delitem__(self, event_id: str) -> None:
         """Forget one id now (its stored bucket still holds it until the bucket is forgotten)."""
-        self._ids.remove(hash(event_id))
+        h = hash(event_id)
+        if h not in self._ids:
+            raise KeyError(event_id)
+        self._ids.discard(h)
         self._new.pop(event_id, None)
 
     def __iter__(self) -> Iterator[str]:
@@ -190,13 +206,18 @@ class SeenView(MutableMapping[str, float]):
             held = grouped.get(newest)
             if held is not None and len(held) <= hold:
                 self._new = grouped.pop(newest)
-        self._drained = {bucket: dict(ids) for bucket, ids in grouped.items()}
+        self._drained = {bucket: dict(ids) for bucket, ids in grouped.items()} if grouped else _NONE
         for bucket, ids in grouped.items():
             if bucket in self._buckets:
                 ids = {**(self._read(bucket) or {}), **ids}
             self._buckets[bucket] = len(ids)
             out.append((bucket, ids))
         return out
+
+
+_NONE: dict[Any, Any] = {}
+"""The shared empty `_drained` (never written to): most flushes of a quiet deployment drain nothing, and a dict of
+its own each would cost a worker at 10,000 deployments megabytes."""
 
 
 def _durable(future: Any) -> bool:
