@@ -86,9 +86,9 @@ FUTURE_TRAFFIC_ALLOWANCE = "1e9"
 
 
 MEMORY_PROFILER = """
-import collections, os, signal, sys, tracemalloc, runpy
+import collections, os, sys, threading, time, tracemalloc, runpy
 tracemalloc.start(1)
-def _dump(signum, frame):
+def _dump():
     snap = tracemalloc.take_snapshot()
     by = collections.Counter()
     for stat in snap.statistics("filename"):
@@ -105,12 +105,24 @@ def _dump(signum, frame):
         out.write(f"traced {tracemalloc.get_traced_memory()[0] / 2**20:.1f} MB\\n")
         for key, size in by.most_common(16):
             out.write(f"{size / 2**20:8.1f} MB  {key}\\n")
+        for stat in snap.statistics("lineno")[:12]:
+            frame = stat.traceback[0]
+            where = "/".join(frame.filename.rsplit("/", 2)[-2:])
+            out.write(f"{stat.size / 2**20:8.1f} MB  {where}:{frame.lineno} ({stat.count:,} blocks)\\n")
     os.replace(path + ".tmp", path)
-signal.signal(signal.SIGUSR2, _dump)
+def _watch():  # a file, not a signal: the worker's runtime (mode) takes SIGUSR2 for its debugger
+    want = os.environ["COOLANT_BENCH_MEMORY"] + ".want"
+    while True:
+        time.sleep(0.5)
+        if os.path.exists(want):
+            os.unlink(want)
+            _dump()
+threading.Thread(target=_watch, daemon=True).start()
 sys.argv = ["coolant"] + sys.argv[1:]
 runpy.run_module("coolant.cli", run_name="__main__")
 """
-"""The worker's entry point under --memory-profile: SIGUSR2 writes its traced heap by package to a file."""
+"""The worker's entry point under --memory-profile: creating `<file>.want` makes it write its traced heap by package
+and its largest allocation sites to `<file>`."""
 PROFILE_MEMORY = False
 """Set by --memory-profile."""
 
@@ -172,7 +184,7 @@ class Worker:
         if not PROFILE_MEMORY:
             return ""
         self.memory_file.unlink(missing_ok=True)
-        self.proc.send_signal(signal.SIGUSR2)
+        Path(f"{self.memory_file}.want").touch()
         deadline = time.monotonic() + 120
         while not self.memory_file.exists() and time.monotonic() < deadline:
             time.sleep(0.2)

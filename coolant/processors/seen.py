@@ -42,7 +42,7 @@ class SeenHashes:
             return True
         a = self._hashes
         i = bisect_left(a, h)  # type: ignore[call-overload]
-        return i < len(a) and a[i] == h
+        return i < len(a) and bool(a[i] == h)
 
     def __len__(self) -> int:
         return len(self._hashes) + (0 if self._fresh is None else len(self._fresh))
