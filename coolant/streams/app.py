@@ -133,8 +133,11 @@ class Decider:
         def table(name: str) -> Any:
             return app.Table(label + name, partitions=partitions, key_type=bytes, value_type=bytes)  # raw bytes
 
-        self.request_store = PathStore(table("request-state"), table("request-seen"))
-        self.health_store = PathStore(table("health-state"), table("health-seen"))
+        def late_after() -> float:
+            return self.registry.policy.options.late_after
+
+        self.request_store = PathStore(table("request-state"), table("request-seen"), late_after)
+        self.health_store = PathStore(table("health-state"), table("health-seen"), late_after)
         self.ejection_table = table("ejections")
         self.history_table = None if shadow else table("cooldown-history")
         """Enforced only: each deployment's last cooldowns (admin API), fed from the cooldowns topic itself."""

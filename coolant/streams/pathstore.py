@@ -72,10 +72,19 @@ class SeenView(MutableMapping[str, float]):
     - a forgotten bucket's tombstone is sent only once the state that stopped naming it is durable.
     """
 
-    __slots__ = ("_buckets", "_drained", "_dropping", "_ids", "_new", "_read", "_tombstones", "_unsure")
+    __slots__ = ("_buckets", "_drained", "_dropping", "_ids", "_late", "_new", "_read", "_tombstones", "_top",
+                 "_unsure")
 
-    def __init__(self, read: Callable[[int], dict[str, float] | None] = lambda _: None) -> None:
+    def __init__(
+        self, read: Callable[[int], dict[str, float] | None] = lambda _: None,
+        late_after: Callable[[], float] | None = None,
+    ) -> None:
         self._read = read
+        self._late = late_after
+        """The policy's `late_after`, if known: each id that starts a newer bucket forgets the buckets its
+        `ts - late_after` has passed (L3 a bucket at a time, not only at the engine's once-a-minute discard)."""
+        self._top = -1
+        """The newest bucket an id was added to."""
         """A stored bucket's {event_id: ts} (from the table), ids in the order they were stored."""
         self._ids = SeenHashes()
         """The hashes of the live ids, by bucket."""
@@ -132,8 +141,13 @@ class SeenView(MutableMapping[str, float]):
         return hash(event_id) in self._ids
 
     def __setitem__(self, event_id: str, ts: float) -> None:
-        self._ids.add(hash(event_id), int(ts // SEEN_BUCKET))
+        bucket = int(ts // SEEN_BUCKET)
+        self._ids.add(hash(event_id), bucket)
         self._new[event_id] = ts
+        if bucket > self._top:
+            self._top = bucket
+            if self._late is not None:  # ts <= hw: never sooner than L3 allows
+                self.forget_before(ts - self._late())
 
     def __delitem__(self, event_id: str) -> None:
         """Forget one id now (its stored bucket still holds it until the bucket is forgotten)."""
@@ -251,9 +265,11 @@ class PathStore:
     from the table.
     """
 
-    def __init__(self, state_table: Any, seen_table: Any) -> None:
+    def __init__(self, state_table: Any, seen_table: Any, late_after: Callable[[], float] | None = None) -> None:
         self.state_table = state_table
         self.seen_table = seen_table
+        self.late_after = late_after
+        """The policy's `late_after` (read at each use: a registry update may change it); see `SeenView`."""
         self._states: dict[str, tuple[PathState, bytes | None]] = {}
         self._dirty: dict[str, tuple[PathState, int]] = {}
         self._legacy: dict[str, list[bytes]] = {}
@@ -269,7 +285,7 @@ class PathStore:
         if cached is not None and cached[1] is raw:
             return cached[0]
         read = self._bucket_reader(key)
-        view = SeenView(read)
+        view = SeenView(read, self.late_after)
         if raw is None:
             ps = PathState()
         else:

@@ -107,14 +107,36 @@ def test_seen_view_stores_by_bucket_and_forgets_whole_buckets() -> None:
     assert view.buckets() == [3] and view.counts() == [1] and view["d"] == 3 * w
 
 
-def test_seen_view_decides_as_a_dict_does(tmp_path: Path) -> None:
-    """Replay keeps seen ids in a dict swept id by id; the chunked view must give every record the same step."""
+def test_a_newer_bucket_forgets_what_the_late_window_passed() -> None:
+    """With `late_after` known, the id that starts a newer bucket forgets every stored bucket ending at or before
+    its `ts - late_after`, and none that ends after it."""
+    w = SEEN_BUCKET
+    stored: dict[int, dict[str, float]] = {}
+    view = SeenView(stored.get, lambda: 3 * w)
+    view["a"], view["b"] = 0.5 * w, 1.5 * w
+    for bucket, ids in view.drain(hold=0):
+        assert ids is not None
+        stored[bucket] = ids
+    view["c"] = 4 * w - 1  # horizon just before the end of bucket 0: nothing forgotten
+    assert "a" in view and "b" in view
+    view["d"] = 4 * w  # bucket 4 starts: ts - late_after = w, the end of bucket 0
+    assert "a" not in view and "b" in view and "c" in view and "d" in view
+    assert view.buckets() == [1]
+    view["e"] = 3.5 * w  # an older bucket: forgets nothing
+    assert "b" in view
+
+
+@pytest.mark.parametrize("eager", [False, True], ids=["engine-discard", "bucket-at-a-time"])
+def test_seen_view_decides_as_a_dict_does(tmp_path: Path, eager: bool) -> None:
+    """Replay keeps seen ids in a dict swept id by id; the bucketed view must give every record the same step,
+    whether it forgets at the engine's discard only or also as each newer bucket starts (`late_after` given)."""
     policy = load_config(write_config(tmp_path / "c.yaml")).policy
     lines = fleet_traffic(4000, seed=11)
     rng = random.Random(3)
     lines += [rng.choice(lines) for _ in range(400)]  # copies, some of them long expired
     plain: dict[str, PathState] = {}
-    store = PathStore(FakeTable("state"), FakeTable("seen"))
+    late = policy.options.late_after
+    store = PathStore(FakeTable("state"), FakeTable("seen"), (lambda: late) if eager else None)
     producer = FakeProducer()
     for i, line in enumerate(lines):
         rec = decode(line)
