@@ -20,7 +20,7 @@ from coolant.config.errors import ConfigError
 from coolant.config.loader import Config, load_config
 from coolant.io.admin import ensure_topics
 from coolant.io.connect import ConnectionFailed, KafkaDiagnosis, kafka_problem, redis_client
-from coolant.streams import metrics
+from coolant.streams import heap, metrics
 from coolant.streams.app import Pipeline, WorkerOptions, kafka_client_args
 from coolant.topics import CHANGELOG_SUFFIX, Topics
 
@@ -145,6 +145,7 @@ def run(cfg: Config, opts: WorkerOptions, loglevel: str = "info", shadow: Config
     client's own logs at `loglevel` too (otherwise warnings only, see `quiet_libraries`)."""
     if not verbose:
         quiet_libraries()
+    heap.tune()  # before any thread starts (see coolant/streams/heap.py)
     for name in drop_conflicting_env(os.environ):
         log.warning("ignoring environment variable %s: coolant sets it from its own options", name)
     loop = asyncio.new_event_loop()
@@ -159,4 +160,5 @@ def run(cfg: Config, opts: WorkerOptions, loglevel: str = "info", shadow: Config
     # Faust's terminal spinner puts a DEBUG handler on the root logger so it can spin on every log
     # call, which makes every library debug() build a record: a tenth of the worker's CPU.
     worker.spinner = None
+    heap.start_trimming()
     worker.execute_from_commandline()
