@@ -319,22 +319,7 @@ fn read_line(s: &[u8]) -> Read<'_> {
         c.i += 1;
         c.skip_ws();
         let Some(v) = c.value() else { return Read::Python };
-        let bit = match key {
-            b"schema" => 0,
-            b"event_id" => 1,
-            b"ts" => 2,
-            b"deployment_id" => 3,
-            b"model_group" => 4,
-            b"ok" => 5,
-            b"gateway" => 6,
-            b"latency_ms" => 7,
-            b"status_code" => 8,
-            b"attempt" => 9,
-            b"final" => 10,
-            b"exception_type" | b"exception_message" | b"retry_after" | b"cooldown_time" | b"source"
-            | b"ratelimit" => 11,
-            _ => 31, // a field no record has: msgspec ignores it
-        };
+        let bit = field_bit(key);
         if bit < 11 {
             if line.seen_keys & (1 << bit) != 0 {
                 return Read::Python; // a repeated field: which value wins is the decoder's business
@@ -399,6 +384,33 @@ fn read_line(s: &[u8]) -> Read<'_> {
         Read::Success(line)
     } else {
         Read::Python
+    }
+}
+
+/// The field a key names (bit 31: none of a record's; bit 11: one that makes the record Python's unless null),
+/// by length first: most keys are then one comparison.
+#[inline]
+fn field_bit(key: &[u8]) -> u32 {
+    let is = |name: &[u8]| key == name;
+    match key.len() {
+        2 if is(b"ts") => 2,
+        2 if is(b"ok") => 5,
+        5 if is(b"final") => 10,
+        6 if is(b"schema") => 0,
+        6 if is(b"source") => 11,
+        7 if is(b"gateway") => 6,
+        7 if is(b"attempt") => 9,
+        8 if is(b"event_id") => 1,
+        9 if is(b"ratelimit") => 11,
+        10 if is(b"latency_ms") => 7,
+        11 if is(b"model_group") => 4,
+        11 if is(b"status_code") => 8,
+        11 if is(b"retry_after") => 11,
+        13 if is(b"deployment_id") => 3,
+        13 if is(b"cooldown_time") => 11,
+        14 if is(b"exception_type") => 11,
+        17 if is(b"exception_message") => 11,
+        _ => 31,
     }
 }
 
