@@ -35,8 +35,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-import msgspec
-
 from coolant.processors import ejection, windows
 from coolant.processors.decide import decide, retryable
 from coolant.processors.dispositions import Skip
@@ -81,7 +79,11 @@ def provisional(o: Options, cd: Cooldown) -> Cooldown | None:
     until = cd.until - s  # a double >= ts; any end X8 absorbs under is a double > the exact cd.until - s
     if until <= cd.ts:
         return None
-    return msgspec.structs.replace(cd, until=until, cooldown_time=whole_as_int(until - cd.ts))
+    return Cooldown(event_id=cd.event_id, deployment_id=cd.deployment_id, model_group=cd.model_group, ts=cd.ts,
+                    until=until, cooldown_time=whole_as_int(until - cd.ts), reason=cd.reason,
+                    status_code=cd.status_code, exception_type=cd.exception_type,
+                    exception_received=cd.exception_received, trigger_event_id=cd.trigger_event_id,
+                    window=cd.window)
 
 
 def count_own(policy: Policy, own: OwnCounters, rec: Outcome) -> PodCounters | None:
