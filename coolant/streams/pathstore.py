@@ -181,6 +181,14 @@ class SeenView(MutableMapping[str, float]):
         ids = self._drained.pop(bucket, None)
         if ids:
             self._unsure.append((future, ids))
+            if hasattr(future, "add_done_callback"):  # forgotten once durable, not only at this view's next flush
+                future.add_done_callback(self._settled)
+
+    def _settled(self, future: Any) -> None:
+        """A bucket write resolved: if durable, its ids (strings, and the future) need not wait for the next flush
+        of a deployment that may be quiet for minutes."""
+        if _durable(future):
+            self._unsure = [(f, ids) for f, ids in self._unsure if f is not future]
 
     def unsure(self) -> dict[str, float]:
         """The ids not in a bucket write known to be durable (held back by `drain`, or sent and not yet
