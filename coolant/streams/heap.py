@@ -13,10 +13,10 @@ the worker starts its threads; `start_trimming()` calls `malloc_trim` periodical
 
 from __future__ import annotations
 
+import atexit
 import ctypes
 import ctypes.util
 import threading
-import time
 from typing import Any
 
 M_MMAP_THRESHOLD = -3
@@ -24,6 +24,7 @@ M_ARENA_MAX = -8
 MMAP_THRESHOLD = 128 * 1024
 """Blocks from this size on are mmapped, and unmapped when freed (glibc's initial default, kept fixed)."""
 ARENA_MAX = 2
+THREAD_NAME = "coolant-malloc-trim"
 TRIM_EVERY = 30.0
 """Seconds between `malloc_trim` calls (one takes well under a millisecond on a worker's heap)."""
 
@@ -49,17 +50,19 @@ def tune() -> bool:
     return bool(libc.mallopt(M_MMAP_THRESHOLD, MMAP_THRESHOLD)) and bool(libc.mallopt(M_ARENA_MAX, ARENA_MAX))
 
 
-def start_trimming(every: float = TRIM_EVERY) -> threading.Thread | None:
-    """A daemon thread calling `malloc_trim` every `every` seconds (None where there is no glibc)."""
+def start_trimming(every: float = TRIM_EVERY) -> threading.Event | None:
+    """A daemon thread calling `malloc_trim` every `every` seconds (None where there is no glibc). Returns the
+    event that stops it; it is also set at exit, so the thread is gone before the interpreter tears down."""
     libc = _libc()
     if libc is None:
         return None
+    stop = threading.Event()
 
     def loop() -> None:
-        while True:
-            time.sleep(every)
+        while not stop.wait(every):
             libc.malloc_trim(0)
 
-    thread = threading.Thread(target=loop, name="coolant-malloc-trim", daemon=True)
+    thread = threading.Thread(target=loop, name=THREAD_NAME, daemon=True)
     thread.start()
-    return thread
+    atexit.register(stop.set)
+    return stop
