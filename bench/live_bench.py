@@ -156,6 +156,17 @@ class Worker:
             text = r.read().decode()
         return sum(float(v) for v in re.findall(rf"^{name}(?:{{[^}}]*}})? (\S+)$", text, re.M))
 
+    def histograms(self, name: str) -> dict[str, list[tuple[float, float]]]:
+        """A labelled histogram's cumulative buckets by its one label's value: [(upper bound, count), ...]."""
+        with urlopen(f"http://127.0.0.1:{self.port}/metrics", timeout=30) as r:
+            text = r.read().decode()
+        out: dict[str, list[tuple[float, float]]] = {}
+        for labels, count in re.findall(rf"^{name}_bucket{{([^}}]*)}} (\S+)$", text, re.M):
+            pairs = dict(re.findall(r'([a-z_]+)="([^"]*)"', labels))
+            le = float(pairs.pop("le"))
+            out.setdefault(next(iter(pairs.values()), ""), []).append((le, float(count)))
+        return out
+
     def wait_ready(self, timeout: float = 120) -> None:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
@@ -174,6 +185,11 @@ class Worker:
         kb = {k: float(v.split()[0]) for k, v in (line.split(":", 1) for line in status.splitlines())
               if k in ("VmRSS", "VmHWM")}
         return kb["VmRSS"] / 1024, kb["VmHWM"] / 1024
+
+    def cpu_seconds(self) -> float:
+        """User + system CPU seconds the worker has used so far, from /proc (Linux)."""
+        fields = Path(f"/proc/{self.proc.pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
     def memory_line(self) -> str:
         rss, peak = self.memory()
@@ -255,15 +271,19 @@ def capacity(config: Path, workdir: Path, n: int, event_rate: float, profile: Pa
         while seen < n and time.monotonic() < deadline:
             seen = worker.metric("coolant_records_total")
             now = time.perf_counter()
+            cpu = worker.cpu_seconds()
             if seen > 0 and first is None:
-                first = (now, seen)
+                first = (now, seen, cpu)
             if first is not None:
-                last = (now, seen)
+                last = (now, seen, cpu)
             print(f"\r  capacity: {seen:,.0f}/{n:,} processed", end="", file=sys.stderr)
             time.sleep(1)
         print(file=sys.stderr)
         assert first is not None and last is not None and last[0] > first[0]
-        return (last[1] - first[1]) / (last[0] - first[0]), worker.memory_line()
+        per_cpu = (last[1] - first[1]) / max(last[2] - first[2], 1e-9)
+        # records per CPU-second of the worker: steadier than the wall rate on a shared machine
+        return (last[1] - first[1]) / (last[0] - first[0]), f"{per_cpu:,.0f} records per worker CPU-second; " \
+            + worker.memory_line()
     finally:
         worker.stop()
 
@@ -341,6 +361,38 @@ async def latency_run(prefix: str, rate: float, probes: int) -> list[float]:
         await producer.stop()
         await redis.aclose()
     return latencies
+
+
+STAGES = ("fetched", "queued", "decided", "durable", "redis")
+"""The worker's cooldown stages (coolant/streams/metrics.py COOLDOWN_STAGES), in order."""
+
+
+def bucket_quantile(buckets: list[tuple[float, float]], q: float) -> float:
+    """The q-quantile of a cumulative Prometheus histogram, linear within the bucket (as histogram_quantile)."""
+    total = buckets[-1][1]
+    rank = q * total
+    lower, below = 0.0, 0.0
+    for upper, count in buckets:
+        if count >= rank:
+            if upper == float("inf"):
+                return lower
+            return lower + (upper - lower) * ((rank - below) / max(count - below, 1e-9))
+        lower, below = upper, count
+    return lower
+
+
+def stage_line(worker: Worker) -> str:
+    """p50 / p99 of each of the worker's cooldown stages (from its stage histograms, bucket-interpolated)."""
+    hist = worker.histograms("coolant_cooldown_stage_seconds")
+    parts = []
+    for stage in STAGES:
+        buckets = hist.get(stage)
+        if not buckets or not buckets[-1][1]:
+            continue
+        p50, p99 = (bucket_quantile(buckets, q) * 1000 for q in (0.5, 0.99))
+        parts.append(f"{stage} {p50:.1f} / {p99:.1f}")
+    return ("stages     p50 / p99 ms of the worker's cooldowns, publish -> Redis in order (bucket-interpolated): "
+            + (", ".join(parts) or "none recorded"))
 
 
 PROFILE_SPOTS = (
@@ -439,12 +491,14 @@ def main() -> None:
             time.sleep(3)  # let the consumer group settle before timing
             lat = sorted(asyncio.run(latency_run(prefix, a.rate, a.probes)))
             memory = worker.memory_line()
+            stages = stage_line(worker)
         finally:
             worker.stop()
         q = statistics.quantiles(lat, n=100, method="inclusive")
         ms = {name: q[i] * 1000 for name, i in (("p50", 49), ("p95", 94), ("p99", 98))}
         print(f"latency    produce -> Redis key visible at {a.rate:,.0f} records/s, {len(lat)} probes: "
               + ", ".join(f"{k} {v:.1f} ms" for k, v in ms.items()) + f", max {lat[-1] * 1000:.1f} ms; {memory}")
+        print(stages)
     if a.sustain:
         prefix = f"bench-sus-{uuid.uuid4().hex[:6]}."
         worker = Worker(config, prefix, workdir)

@@ -363,10 +363,13 @@ class EarlyWrites:
         *,
         max_in_flight: int = EARLY_IN_FLIGHT,
         remembered: int = EARLY_REMEMBERED,
+        on_latency: Callable[[float], None] | None = None,
     ) -> None:
         self.sink = sink
         self.on_result = on_result
         """Called with each cooldown and "written", "skipped" (the rule), "failed" (Redis) or "dropped" (busy)."""
+        self.on_latency = on_latency
+        """Called with the seconds from `submit` to Redis's answer, for each write Redis answered."""
         self.max_in_flight = max_in_flight
         self.remembered = remembered
         self._tasks: set[asyncio.Task[None]] = set()
@@ -378,16 +381,18 @@ class EarlyWrites:
         if len(self._tasks) >= self.max_in_flight:
             self._report(cd, "dropped")
             return
-        task = asyncio.get_running_loop().create_task(self._write(cd))
+        task = asyncio.get_running_loop().create_task(self._write(cd, time.perf_counter()))
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 
-    async def _write(self, cd: Cooldown) -> None:
+    async def _write(self, cd: Cooldown, submitted: float) -> None:
         try:
             written = await self.sink.write(cd)
         except Exception:  # Redis away or refusing: the materializer retries and reports it
             self._report(cd, "failed")
             return
+        if self.on_latency is not None:
+            self.on_latency(time.perf_counter() - submitted)
         done = self._done
         done[cd.event_id] = None
         if len(done) > self.remembered:

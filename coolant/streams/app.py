@@ -161,11 +161,16 @@ class Decider:
         p = self.pipeline
         await follow(self.registry, p.names.deployments, kafka_client_args(p.cfg.runtime.kafka))
 
-    async def decide(self, topic: str, items: list[tuple[Any, Outcome | Health]]) -> None:
+    async def decide(
+        self, topic: str, items: list[tuple[Any, Outcome | Health]], arrived: float | None = None,
+        taken: float | None = None,
+    ) -> None:
         """Decide one batch of one input topic record by record, in order, then persist the touched states once.
 
         Each record's cooldown is durable before the states are saved, so a crash in between re-decides the
         record rather than losing its cooldown (at-least-once; the cooldown's event id is the same either way).
+        `arrived` (its lane got the batch's first message) and `taken` (the batch was taken), epoch seconds, time
+        the enforced cooldowns' stages (`metrics.COOLDOWN_STAGES`).
         """
         health = topic == self.pipeline.health.get_topic_name()
         store = self.health_store if health else self.request_store
@@ -183,7 +188,10 @@ class Decider:
                     if step.transition is not None:
                         await self._publish_transition(step.transition)
                 if step.cooldown is not None:
+                    decided = time.time()
                     await self._publish(step)
+                    if not self.shadow and not step.candidate:
+                        _observe_stages(message, arrived, taken, decided)
             except Exception as exc:  # P1: a bug met by one record must not stop the partition
                 await self.pipeline.record_failed(message, exc, "shadow decider" if self.shadow else "decider")
                 dispositions["failed"] += 1
@@ -296,7 +304,9 @@ class Pipeline:
         self.opts = opts
         self.names = n = Topics(cfg.runtime.topic_prefix)
         self.sink = sink
-        self.early = None if sink is None else EarlyWrites(sink, on_result=_early_result)
+        self.early = None if sink is None else EarlyWrites(
+            sink, on_result=_early_result, on_latency=metrics.STAGE["redis"].observe
+        )
         """Cooldowns written to Redis by this worker as soon as they are durable (the materializer is the backstop)."""
         k = cfg.runtime.kafka
         servers = ";".join(s.strip() for s in k.bootstrap_servers.split(","))
@@ -433,7 +443,7 @@ class Pipeline:
             batch = await lane.take()
             if self._stopping:
                 break  # not decided, not acknowledged: the next owner reads these from the committed offset
-            await self._decide_batch(topic, expected, batch)
+            await self._decide_batch(topic, expected, batch, arrived=lane.arrived)
 
     def _plain_agent(self, expected: type[Outcome] | type[Health]) -> Callable[[Any], Awaitable[None]]:
         """The plain path's input agent: Faust batches the events (`take_events`) and acknowledges each batch
@@ -454,14 +464,15 @@ class Pipeline:
         return agent
 
     async def _decide_batch(
-        self, topic: str, expected: type[Outcome] | type[Health], batch: list[Any], *, ack: bool = True
+        self, topic: str, expected: type[Outcome] | type[Health], batch: list[Any], *, ack: bool = True,
+        arrived: float | None = None,
     ) -> None:
         self._busy += 1
         self._idle.clear()
         try:
             items = []
             ahead = self.opts.max_ts_ahead
-            now = time.time()  # B6 is an edge check: the core never reads a clock
+            now = taken = time.time()  # B6 is an edge check: the core never reads a clock
             tombstones = 0
             for message in batch:
                 if message.value is None:  # B1: nothing to decide or to report
@@ -478,7 +489,7 @@ class Pipeline:
             if tombstones:
                 metrics.RECORDS.labels(topic, "tombstone").inc(tombstones)
             for decider in self.deciders:
-                await decider.decide(topic, items)
+                await decider.decide(topic, items, arrived, taken)
             if ack:
                 acknowledge = self.app.consumer.ack
                 for message in batch:
@@ -589,6 +600,22 @@ def _ts_in_future(ts: float, now: float, ahead: float) -> str:
         f"ts_in_future: ts {ts!r} is {ts - now:.0f} s ahead of this worker's clock (at most {ahead:g} s allowed:"
         " the publisher's clock is wrong, or ts is not epoch seconds)"
     )
+
+
+def _observe_stages(message: Any, arrived: float | None, taken: float | None, decided: float) -> None:
+    """One enforced cooldown's stages up to durable (`metrics.COOLDOWN_STAGES`; the early write times "redis").
+    The publisher's timestamp is on its clock: a negative span (clock skew) counts as 0."""
+    durable = time.time()
+    stage = metrics.STAGE
+    published = message.timestamp
+    if taken is not None:
+        if arrived is None:  # the plain path: Faust's stream hands over the batch
+            stage["fetched"].observe(max(0.0, taken - published))
+        else:
+            stage["fetched"].observe(max(0.0, arrived - published))
+            stage["queued"].observe(max(0.0, taken - max(arrived, published)))
+        stage["decided"].observe(max(0.0, decided - taken))
+    stage["durable"].observe(durable - decided)
 
 
 def _early_result(cd: Cooldown, result: str) -> None:

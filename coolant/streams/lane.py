@@ -12,6 +12,7 @@ table recovery, offset commits, seeks) stays Faust's.
 from __future__ import annotations
 
 import asyncio
+import time
 from typing import Any
 
 MAX_PENDING = 10_000
@@ -33,8 +34,14 @@ class Lane:
         self._ready = asyncio.Event()
         self._room = asyncio.Event()
         self._room.set()
+        self._first_put = 0.0
+        self.arrived = 0.0
+        """When the first message of the batch `take` returned last was put (epoch seconds): a stage of
+        `metrics.COOLDOWN_STAGES`, read once per batch."""
 
     async def put(self, message: Any) -> None:
+        if not self._pending:
+            self._first_put = time.time()
         self._pending.append(message)
         self._ready.set()
         if len(self._pending) >= self.max_pending:
@@ -47,6 +54,7 @@ class Lane:
         if len(self._pending) < self.fill:
             await asyncio.sleep(self.fill_within)
         batch, self._pending = self._pending, []
+        self.arrived = self._first_put
         self._ready.clear()
         self._room.set()
         return batch

@@ -101,6 +101,24 @@ REDIS_WRITE_SECONDS = Histogram(
     ["kind"], buckets=(0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5),
     registry=REGISTRY,
 )
+COOLDOWN_STAGES = ("fetched", "queued", "decided", "durable", "redis")
+"""Where a cooldown's time from publish to Redis goes (`COOLDOWN_STAGE_SECONDS`), in order:
+fetched: the input record's Kafka timestamp (its publisher's clock) -> handed to the decider's lane;
+queued: -> its batch taken (the decider was busy with the batch before, or gathering this one);
+decided: -> its cooldown decided (the batch's decode and the records before it);
+durable: -> the cooldown record acknowledged by the broker;
+redis: -> the early Redis write returned (cooldowns written early only)."""
+COOLDOWN_STAGE_SECONDS = Histogram(
+    "coolant_cooldown_stage_seconds",
+    "Time each enforced cooldown spent in each stage from its input record's publish to its early Redis write "
+    "(fetched, queued, decided, durable, redis: see metrics.COOLDOWN_STAGES); measured per cooldown, not per record.",
+    ["stage"],
+    buckets=(0.0005, 0.001, 0.002, 0.003, 0.005, 0.0075, 0.01, 0.015, 0.02, 0.03, 0.04, 0.05, 0.075, 0.1, 0.15,
+             0.25, 0.5, 1, 2.5),
+    registry=REGISTRY,
+)
+STAGE = {stage: COOLDOWN_STAGE_SECONDS.labels(stage) for stage in COOLDOWN_STAGES}
+"""The stage histograms' children, looked up once."""
 ACTIVE_COOLDOWNS = Gauge(
     "coolant_active_cooldowns",
     "Cooldowns in force in Redis by model group (\"\" = a cooldown coolant did not write), as routers see them; "
