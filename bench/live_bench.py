@@ -29,6 +29,7 @@ import argparse
 import asyncio
 import os
 import re
+import shlex
 import signal
 import socket
 import statistics
@@ -125,6 +126,8 @@ runpy.run_module("coolant.cli", run_name="__main__")
 and its largest allocation sites to `<file>`."""
 PROFILE_MEMORY = False
 """Set by --memory-profile."""
+WORKER_ARGS: list[str] = []
+"""Set by --worker-args: more `coolant worker` options for every worker."""
 
 
 class Worker:
@@ -139,7 +142,7 @@ class Worker:
                "--redis-url", REDIS_URL, "--redis-key-prefix", prefix,
                "--topic-prefix", prefix, "--app-id", prefix.rstrip("."),
                "--web-port", str(self.port), "--data-dir", str(workdir / prefix), "--partitions", str(PARTITIONS),
-               "--max-ts-ahead", FUTURE_TRAFFIC_ALLOWANCE, "-l", "warning"]
+               "--max-ts-ahead", FUTURE_TRAFFIC_ALLOWANCE, "-l", "warning", *WORKER_ARGS]
         env = {**os.environ, "COOLANT_BENCH_MEMORY": str(self.memory_file)}
         with self.log.open("wb") as out:
             self.proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, env=env)
@@ -391,8 +394,13 @@ def stage_line(worker: Worker) -> str:
             continue
         p50, p99 = (bucket_quantile(buckets, q) * 1000 for q in (0.5, 0.99))
         parts.append(f"{stage} {p50:.1f} / {p99:.1f}")
+    script = worker.histograms("coolant_redis_write_seconds").get("cooldown")
+    tail = ""
+    if script and script[-1][1]:
+        tail = "; of redis, the write script's own call " + " / ".join(
+            f"{bucket_quantile(script, q) * 1000:.1f}" for q in (0.5, 0.99))
     return ("stages     p50 / p99 ms of the worker's cooldowns, publish -> Redis in order (bucket-interpolated): "
-            + (", ".join(parts) or "none recorded"))
+            + (", ".join(parts) or "none recorded") + tail)
 
 
 PROFILE_SPOTS = (
@@ -454,8 +462,11 @@ def main() -> None:
     p.add_argument("--profile", type=Path, help="py-spy raw folded stacks of the capacity worker to this file")
     p.add_argument("--memory-profile", action="store_true",
                    help="tracemalloc in every worker: its heap by package at the end of each phase")
+    p.add_argument("--worker-args", default="",
+                   help="more `coolant worker` options for every worker, e.g. '--fetch-min-bytes 1' (one string)")
     a = p.parse_args()
-    global PROFILE_MEMORY
+    global PROFILE_MEMORY, WORKER_ARGS
+    WORKER_ARGS = shlex.split(a.worker_args)
     PROFILE_MEMORY = a.memory_profile
     phases = {x.strip() for x in a.phases.split(",") if x.strip()}
     unknown = phases - {"floor", "capacity", "latency"}
@@ -489,8 +500,10 @@ def main() -> None:
         try:
             worker.wait_ready()
             time.sleep(3)  # let the consumer group settle before timing
+            cpu, wall = worker.cpu_seconds(), time.perf_counter()
             lat = sorted(asyncio.run(latency_run(prefix, a.rate, a.probes)))
-            memory = worker.memory_line()
+            busy = (worker.cpu_seconds() - cpu) / (time.perf_counter() - wall)
+            memory = f"worker CPU {busy:.0%} of a core; " + worker.memory_line()
             stages = stage_line(worker)
         finally:
             worker.stop()

@@ -31,8 +31,8 @@ from coolant.processors.redact import redact
 from coolant.schemas import Cooldown, Health, HealthTransition, InvalidRecord, Outcome, Record, decode, encode
 from coolant.streams import admin_api, metrics
 from coolant.streams.deadletter import ERROR_KEEP, deadletter_value
+from coolant.streams.faust_adapter import FetchTuning, partition_count
 from coolant.streams.faust_adapter import install as install_fast_path
-from coolant.streams.faust_adapter import partition_count
 from coolant.streams.lane import FILL, Lane
 from coolant.streams.monitor import (
     ACTIVE_INTERVAL,
@@ -60,6 +60,17 @@ MAX_POLL_RECORDS = 1000
 """Records per fetch from the consumer (Faust's default: no limit). Unbounded, a catch-up turned every record
 prefetched for every partition into message objects at once: about 70 MB of a 10,000-deployment worker's peak
 RSS (bench/live_bench.py). `BROKER_MAX_POLL_RECORDS` in the environment still overrides it."""
+
+FETCH_MAX_WAIT_MS = 100
+FETCH_MIN_BYTES = 1
+"""A fetch is answered at its first record, or after 100 ms with none (Faust fixes 1.5 s). The wait matters when
+aiokafka leaves a partition out of the fetch in flight (its records fetched earlier were not consumed yet, e.g.
+on a busy or starved worker): that partition's new records then wait for the fetch in flight, and with only quiet
+partitions in it (a worker also reads its cooldown, candidate and health-state topics and some changelogs: 65
+partitions per fetch at 8 input partitions) that was up to 1.5 s. An idle worker answers a fetch every 100 ms.
+`--fetch-min-bytes 65536 --fetch-max-wait-ms 5` makes the broker gather records instead: fewer fetch round trips
+(Python protocol work in Faust's consumer thread, most of a lightly loaded worker's CPU), at up to 5 ms more per
+record and ~14% of a core on an idle worker (see the README's figures)."""
 
 REDIS_CHECK_INTERVAL = 5.0
 """Seconds between the PINGs that keep /healthz's view of Redis current."""
@@ -96,6 +107,10 @@ class WorkerOptions:
     """B6: input records dated more than this many seconds ahead of this host's clock are dead-lettered."""
     misrouted: Mode = "republish"
     """What to do with an input record on the wrong partition (see `routing.py`)."""
+    fetch_max_wait_ms: int = FETCH_MAX_WAIT_MS
+    """How long the broker may hold a fetch while it gathers `fetch_min_bytes` (see FETCH_MAX_WAIT_MS)."""
+    fetch_min_bytes: int = FETCH_MIN_BYTES
+    """How much a fetch waits for (up to `fetch_max_wait_ms`) before the broker answers."""
 
 
 def _faust_credentials(k: KafkaSettings) -> Any:
@@ -223,6 +238,9 @@ class Decider:
         early = self.pipeline.early
         if early is not None and not self.shadow:
             early.submit(cd)
+            # let the write go out now: otherwise it would start only once the rest of the batch is decided,
+            # its states flushed and acknowledged (the batch loop does not otherwise yield to the event loop)
+            await asyncio.sleep(0)
 
     async def _publish_transition(self, ht: HealthTransition) -> None:
         """A health flip (issue 6) on the transitions topic, durable before the state that knows of it is saved."""
@@ -343,7 +361,8 @@ class Pipeline:
         self.lanes = {n.outcomes: Lane(), n.health: Lane()}
         self.routing = PartitionCheck(lambda topic: partition_count(app, topic), self._send_to, opts.misrouted)
         # input lanes, and the failover guards faust 0.15.3 needs; else the plain path (see faust_adapter)
-        self.plain_because = install_fast_path(app, self.lanes)
+        fetch = FetchTuning(opts.fetch_max_wait_ms, opts.fetch_min_bytes)
+        self.plain_because = install_fast_path(app, self.lanes, fetch)
         """Why this worker runs the plain Faust path (logged once it has started), or None: the fast path."""
         self.fast = self.plain_because is None
         raw: dict[str, Any] = {"key_serializer": "raw", "value_serializer": "raw"}
@@ -474,17 +493,25 @@ class Pipeline:
             ahead = self.opts.max_ts_ahead
             now = taken = time.time()  # B6 is an edge check: the core never reads a clock
             tombstones = 0
+            partitions = self.routing.partitions(topic)  # once per batch: a metadata lookup
+            placed, here = self.routing.placed, self.routing.here
             for message in batch:
-                if message.value is None:  # B1: nothing to decide or to report
+                value = message.value
+                if value is None:  # B1: nothing to decide or to report
                     tombstones += 1
                     continue
-                rec = await self.decoded(message, expected)
-                if rec is None:
-                    continue
+                try:  # the common case without a coroutine per record; `decoded` dead-letters the others
+                    rec = decode(value)
+                except InvalidRecord:
+                    rec = None
+                if type(rec) is not expected:
+                    rec = await self.decoded(message, expected)
+                    if rec is None:
+                        continue
                 if rec.ts > now + ahead:
                     await self.dead_letter(message, _ts_in_future(rec.ts, now, ahead))
                     continue
-                if await self.routing.here(message, rec):
+                if placed(message, rec, partitions) or await here(message, rec, partitions):
                     items.append((message, rec))
             if tombstones:
                 metrics.RECORDS.labels(topic, "tombstone").inc(tombstones)

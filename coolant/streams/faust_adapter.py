@@ -11,7 +11,12 @@ The fast path (`install`) overrides, and why:
 3. `app.flow_control.resume` and `.clear` are replaced (`guard_flow_control`), for the same bug.
 4. `Consumer._committed_offset` is read for the lag gauge and the stall watch (`committed_offsets`): Faust
    has no public accessor.
-5. `Consumer._thread._consumer` (the aiokafka consumer) is asked an input topic's partition count for the
+5. `AIOKafkaConsumerThread._create_worker_consumer` is extended (`_TunedThread`) to set the aiokafka consumer's
+   `_fetch_max_wait_ms` and `_fetch_min_bytes` before it starts (`FetchTuning`): Faust fixes them at 1500 ms and
+   1 byte, so every few records a producer sends cost a fetch round trip of Python protocol work in the consumer
+   thread, contending for the GIL with the deciders (`--fetch-max-wait-ms`). `Consumer._new_consumer_thread` is
+   overridden to create it.
+6. `Consumer._thread._consumer` (the aiokafka consumer) is asked an input topic's partition count for the
    misrouting check (`partition_count`, `routing.py`): Faust's `topic_partitions` reads aiokafka's group metadata
    snapshot, which only the group leader keeps. Both paths use it.
 Both paths also use `Table.data` (the table's in-memory store, read and written by `pathstore.py` and the
@@ -21,7 +26,7 @@ history agent) and `Producer.send(topic, key, value, partition, ...)`, Faust's d
 installs nothing; the worker then runs the plain path (`Pipeline`): agents over `stream.take_events()`
 batches, Faust's own acks. It decides the same records the same way; it is slower, and has no lag gauge and
 no stall watch. COOLANT_FAUST_PATH=plain runs that path on a tested version (CI runs the live tests on both),
-keeping the failover guards (2, 3) that version needs.
+keeping the failover guards (2, 3) that version needs and the fetch settings (5).
 
 Why the fast path's guards (2, 3): faust-streaming 0.15.3 loses a range of a partition when a worker takes it
 over (seen in `test_worker_failover`: a survivor skipped hundreds of records of the dead worker's partitions):
@@ -51,6 +56,7 @@ import asyncio
 import logging
 import os
 from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 from importlib.metadata import PackageNotFoundError, version
 from typing import Any
 
@@ -72,6 +78,28 @@ PLAIN_NOTICE = "fast path off: "
 """How the one log line that says the plain path runs begins (the live tests check which path ran)."""
 
 
+@dataclass(frozen=True, slots=True)
+class FetchTuning:
+    """How long the broker may hold a fetch to gather data, and how much it waits for (aiokafka's
+    `fetch_max_wait_ms` and `fetch_min_bytes`, which Faust fixes at 1500 ms and 1 byte)."""
+
+    max_wait_ms: int
+    min_bytes: int
+
+
+class _TunedThread(faust_aiokafka.AIOKafkaConsumerThread):  # type: ignore[misc,unused-ignore]  # faust is untyped
+    """Faust's consumer thread, its aiokafka consumer given the app's `FetchTuning` before it starts (the
+    Fetcher reads them at start)."""
+
+    def _create_worker_consumer(self, transport: Any) -> Any:
+        consumer = super()._create_worker_consumer(transport)
+        tuning: FetchTuning | None = getattr(self.consumer, "fetch_tuning", None)
+        if tuning is not None:
+            consumer._fetch_max_wait_ms = tuning.max_wait_ms
+            consumer._fetch_min_bytes = tuning.min_bytes
+        return consumer
+
+
 class SeekSafeConsumer(faust_aiokafka.Consumer):  # type: ignore[misc,unused-ignore]  # faust is untyped
     """Resumes stream partitions only after they were sought to their committed offsets.
 
@@ -80,6 +108,11 @@ class SeekSafeConsumer(faust_aiokafka.Consumer):  # type: ignore[misc,unused-ign
     """
 
     _coolant_held: set[Any] | None = None
+    fetch_tuning: FetchTuning | None = None
+    """Set on the app's subclass (`install`); None: Faust's fetch settings."""
+
+    def _new_consumer_thread(self) -> Any:
+        return _TunedThread(self, loop=self.loop, beacon=self.beacon)
 
     def resume_partitions(self, tps: Iterable[Any]) -> None:
         tps = set(tps)
@@ -213,24 +246,25 @@ def lanes_wanted() -> bool:
     return wanted != "plain"
 
 
-def install(app: Any, lanes: Mapping[str, Lane]) -> str | None:
+def install(app: Any, lanes: Mapping[str, Lane], fetch: FetchTuning | None = None) -> str | None:
     """Use the lane-routing consumer and the failover guards for this app (before it starts), if allowed.
 
     On an untested faust-streaming nothing is installed. With COOLANT_FAUST_PATH=plain on a tested version the
     lanes are off but the guards stay: they fix that version's failover bug, which the plain path would hit too.
+    `fetch` applies on both paths of a tested version (on an untested one Faust's fetch settings stay).
     Returns why the fast path is off (None: it is on), which the worker logs in one line once it has started
     (logging is set up by then: a line logged while the app is being built is lost).
     """
     refusal = untested_faust()
     if refusal is not None:
         why = f"{refusal}; running the plain Faust path (agents over take_events batches), slower, without the " \
-              "failover guards"
+              "failover guards and with Faust's fetch settings"
     elif not lanes_wanted():
         why = f"{PATH_ENV}=plain; running the plain Faust path (agents over take_events batches)"
-        app.transport.Consumer = SeekSafeConsumer
+        app.transport.Consumer = _tuned(SeekSafeConsumer, fetch)
         guard_flow_control(app, {})
     else:
-        app.transport.Consumer = consumer_class(lanes)
+        app.transport.Consumer = _tuned(consumer_class(lanes), fetch)
         guard_flow_control(app, lanes)
         return None
 
@@ -239,6 +273,11 @@ def install(app: Any, lanes: Mapping[str, Lane]) -> str | None:
 
     app.task(announce)
     return why
+
+
+def _tuned(cls: type[SeekSafeConsumer], fetch: FetchTuning | None) -> type[SeekSafeConsumer]:
+    """`cls` for one app: its fetch settings on a subclass, not on the class another app in the process shares."""
+    return type(cls.__name__, (cls,), {"fetch_tuning": fetch})
 
 
 def committed_offsets(consumer: Any) -> Mapping[Any, int | None] | None:

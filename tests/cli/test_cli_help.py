@@ -19,7 +19,8 @@ MUST_SAY = {
     "tail": ["health flips", "--json", "--since", "--from-beginning", "--no-transitions", "Exit status 2"],
     "alerts": ["Slack-compatible", "COOLANT_ALERTS_WEBHOOK", "--suppress-period", "held back", "Retry-After",
                "--max-retries", "--dry-run", "cooldown over"],
-    "worker": ["admin API", "--admin-token", "COOLANT_ADMIN_TOKEN", "/metrics", "--web-port"],
+    "worker": ["admin API", "--admin-token", "COOLANT_ADMIN_TOKEN", "/metrics", "--web-port", "--fetch-max-wait-ms",
+               "--fetch-min-bytes"],
 }
 
 

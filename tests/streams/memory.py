@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import time
 import weakref
 from collections import defaultdict
 from collections.abc import AsyncIterator, Iterable
@@ -61,6 +62,8 @@ class Message:
     offset: int
     key: bytes | None
     value: bytes | None
+    timestamp: float = 0.0
+    """Its Kafka timestamp (epoch seconds; the publisher's clock): `deliver` stamps the time it hands it over."""
 
 
 Event = tuple[str, str, bytes | None, int | None]
@@ -224,7 +227,7 @@ class MemoryWorker:
             part = partition if partition is not None else partition_of((key or b"").decode(), self.partitions)
             offset = self._offsets[topic, part]
             self._offsets[topic, part] = offset + 1
-            out.append(Message(topic, part, offset, key, value))
+            out.append(Message(topic, part, offset, key, value, time.time()))
         await self.fetch(out)
         return out
 

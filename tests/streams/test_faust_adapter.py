@@ -41,10 +41,37 @@ def test_plain_on_a_tested_version_keeps_the_failover_guards(monkeypatch: pytest
     p = pipeline()
     assert not p.fast
     assert p.plain_because is not None and faust_adapter.PATH_ENV in p.plain_because
-    assert p.app.transport.Consumer is faust_adapter.SeekSafeConsumer
+    consumer = p.app.transport.Consumer
+    assert issubclass(consumer, faust_adapter.SeekSafeConsumer)
+    assert consumer.__mro__[1] is faust_adapter.SeekSafeConsumer, "the plain path must not get the lane consumer"
 
 
 def test_a_misspelt_switch_is_an_error(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv(faust_adapter.PATH_ENV, "plian")
     with pytest.raises(ValueError, match="plian"):
         pipeline()
+
+
+@pytest.mark.parametrize("path", ["fast", "plain"])
+async def test_the_fetch_settings_reach_the_kafka_consumer_on_both_paths(monkeypatch: pytest.MonkeyPatch,
+                                                                        path: str) -> None:
+    """--fetch-max-wait-ms / --fetch-min-bytes: set on the aiokafka consumer Faust's thread creates (Faust itself
+    fixes 1500 ms and 1 byte), for this app only."""
+    monkeypatch.setenv(faust_adapter.PATH_ENV, path)
+    opts = WorkerOptions(web_port=16067, partitions=2, fetch_max_wait_ms=7, fetch_min_bytes=1234)
+    p = Pipeline(load_config(EXAMPLE), opts, sink=None)
+    other = pipeline()  # another app in the same process keeps its own (the defaults)
+    async def conductor(message: object) -> None:
+        """Never called: the consumer is not started."""
+
+    consumer = p.app.transport.create_consumer(callback=conductor, on_partitions_revoked=None,
+                                               on_partitions_assigned=None)
+    thread = consumer._thread
+    client = thread._create_worker_consumer(p.app.transport)  # what the thread starts (never started here)
+    try:
+        assert (client._fetch_max_wait_ms, client._fetch_min_bytes) == (7, 1234)
+    finally:
+        await client.stop()
+    tuning = other.app.transport.Consumer.fetch_tuning
+    defaults = WorkerOptions()
+    assert (tuning.max_wait_ms, tuning.min_bytes) == (defaults.fetch_max_wait_ms, defaults.fetch_min_bytes)

@@ -14,6 +14,7 @@ import yaml
 
 from coolant.config.loader import Config, load_config, parse_config
 from coolant.config.overrides import override
+from coolant.io.materializer import EarlyWrites
 from coolant.processors import Engine
 from coolant.schemas import Cooldown, HealthTransition, InvalidRecord, decode, encode
 from coolant.streams import metrics
@@ -257,3 +258,61 @@ async def test_the_fetch_loop_drops_input_while_flow_is_suspended(cfg: Config) -
         w.fetcher.flow_active = True
         await w.settled()
     assert w.delivered == 0 and w.records(w.names.cooldowns) == []
+
+
+class LoggedSink:
+    """Stands for the worker's `RedisSink`: each cooldown write is logged in the worker's event log as it starts
+    ("redis", "cooldown", deployment id, None)."""
+
+    def __init__(self, w: MemoryWorker) -> None:
+        self.w = w
+
+    async def write(self, cd: Cooldown, *, prefetch: bool = False) -> bool:
+        self.w.log.append(("redis", "cooldown", cd.deployment_id.encode(), None))
+        self.w.changed.notify()
+        return True
+
+
+def early_writes(w: MemoryWorker) -> None:
+    w.pipeline.early = EarlyWrites(LoggedSink(w), on_latency=metrics.STAGE["redis"].observe)  # type: ignore[arg-type]
+
+
+async def test_an_early_write_goes_out_once_its_cooldown_is_durable_before_the_rest_of_the_batch(cfg: Config) -> None:
+    """The deciding worker's Redis write waits for the cooldown record's acknowledgement, and for nothing else:
+    not for the rest of its batch to be decided, nor for the batch's states to be saved."""
+    lines = [auth_error("early", "dep-00", 0)]
+    lines += [outcome(f"ok-{i}", T0 + i, f"dep-{i:02d}", True) for i in range(1, 20)]
+    async with MemoryWorker(cfg) as w:
+        early_writes(w)
+        w.producer.hold()
+        await w.deliver(w.names.outcomes, lines)
+        await w.changed.until(lambda: w.producer.held >= 1, "the cooldown to be sent")
+        assert not w.index("redis", "cooldown"), "written to Redis before its record was durable"
+        w.producer.release()
+        await w.settled()
+    redis, cooldown = w.index("redis", "cooldown"), w.index("send", w.names.cooldowns)
+    states = w.index("send", w.state_changelog)
+    assert len(redis) == 1 and len(cooldown) == 1 and len(states) == len(lines)
+    assert cooldown[0] < redis[0] < min(states), "the early write waited for the batch"
+
+
+def stage_counts() -> dict[str, float]:
+    return {stage: metrics.REGISTRY.get_sample_value("coolant_cooldown_stage_seconds_count", {"stage": stage}) or 0.0
+            for stage in metrics.COOLDOWN_STAGES}
+
+
+async def test_each_enforced_cooldown_times_its_stages_once(cfg: Config) -> None:
+    """publish -> fetched -> queued -> decided -> durable -> redis: one observation per stage per cooldown (the
+    figures bench/live_bench.py breaks its latency into); records that cool nothing time nothing."""
+    before = stage_counts()
+    async with MemoryWorker(cfg) as w:
+        early_writes(w)
+        await w.deliver(w.names.outcomes, [outcome(f"ok-{i}", T0 + i, "dep-01", True) for i in range(10)])
+        await w.settled()
+        assert stage_counts() == before
+        await w.deliver(w.names.outcomes, [auth_error("t1", "dep-00", 20), auth_error("t2", "dep-05", 21)])
+        await w.settled()
+        await w.changed.until(lambda: len(w.index("redis", "cooldown")) == 2, "both early writes")
+        await w.pipeline._drain()  # the early writes' own bookkeeping done
+    after = stage_counts()
+    assert {stage: after[stage] - before[stage] for stage in after} == dict.fromkeys(metrics.COOLDOWN_STAGES, 2.0)
