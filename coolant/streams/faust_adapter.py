@@ -12,10 +12,11 @@ The fast path (`install`) overrides, and why:
 4. `Consumer._committed_offset` is read for the lag gauge and the stall watch (`committed_offsets`): Faust
    has no public accessor.
 5. `AIOKafkaConsumerThread._create_worker_consumer` is extended (`_TunedThread`) to set the aiokafka consumer's
-   `_fetch_max_wait_ms` and `_fetch_min_bytes` before it starts (`FetchTuning`): Faust fixes them at 1500 ms and
-   1 byte, so every few records a producer sends cost a fetch round trip of Python protocol work in the consumer
-   thread, contending for the GIL with the deciders (`--fetch-max-wait-ms`). `Consumer._new_consumer_thread` is
-   overridden to create it.
+   `_fetch_max_wait_ms` and `_fetch_min_bytes` before it starts (`FetchTuning`, `--fetch-max-wait-ms`,
+   `--fetch-min-bytes`): Faust fixes them at 1500 ms and 1 byte, so a partition left out of the fetch in flight
+   waited up to 1.5 s for it, and no worker could have the broker gather records to save fetch round trips
+   (Python protocol work in the consumer thread, contending for the GIL with the deciders).
+   `Consumer._new_consumer_thread` is overridden to create it.
 6. `Consumer._thread._consumer` (the aiokafka consumer) is asked an input topic's partition count for the
    misrouting check (`partition_count`, `routing.py`): Faust's `topic_partitions` reads aiokafka's group metadata
    snapshot, which only the group leader keeps. Both paths use it.
