@@ -213,9 +213,9 @@ def worker_command(
         int,
         typer.Option(min=1, max=1500, help="Milliseconds the broker may hold a fetch that has less than "
                      "--fetch-min-bytes: an idle worker fetches this often; a partition left out of the fetch in "
-                     "flight (its earlier records not consumed yet) waits up to this long for its new records "
-                     "(Faust's own: 1500)."),
-    ] = 100,
+                     "flight (its earlier records not consumed yet) waits up to this long for its new records. "
+                     "The default is Faust's own."),
+    ] = 1500,
     fetch_min_bytes: Annotated[
         int,
         typer.Option(min=1, help="Bytes a fetch waits for (up to --fetch-max-wait-ms) before the broker answers. 1: "
