@@ -147,11 +147,8 @@ class NativePath:
     def _discard(self, st: DeploymentState, hw: float) -> None:
         """The rest of an L3 the native side ran at high-water mark `hw` on the seen ids only: the engine's own
         `windows.discard` on the windows and counters, as of that mark (FP2)."""
-        ps = st.request
-        now, ps.hw = ps.hw, hw
         o = self.engine.policy.options
-        windows.discard(ps, o.late_after, o.slot_width)
-        ps.hw = now
+        windows.discard(st.request, o.late_after, o.slot_width, hw)
 
     def finish(self) -> None:
         pull = self.native.pull

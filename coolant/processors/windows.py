@@ -65,9 +65,10 @@ def litellm_counts(pod: PodCounters, ts: float) -> Window:
                   pod.f_count)
 
 
-def discard(ps: PathState, late_after: float, width: int) -> None:
-    """L3: drop windows, counters and seen ids no non-late record can touch. Never changes a result."""
-    horizon = ps.hw - late_after
+def discard(ps: PathState, late_after: float, width: int, hw: float | None = None) -> None:
+    """L3: drop windows, counters and seen ids no non-late record can touch. Never changes a result. `hw`: as of
+    that high-water mark instead of the state's own (the native success path ran an L3 at an earlier mark)."""
+    horizon = (ps.hw if hw is None else hw) - late_after
     for k in [k for k in ps.windows if (k + 1) * width <= horizon - WINDOW]:
         del ps.windows[k]
     for name in [n for n, c in ps.counters.items() if c.expires <= horizon]:
