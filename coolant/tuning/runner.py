@@ -98,11 +98,12 @@ def evaluate(
 def _steps(
     policy: Policy, records: Sequence[EngineInput], blocks: Sequence[Block] | None
 ) -> Iterator[tuple[Record, Step]]:
-    if blocks is not None:
-        path = for_policy(policy)
-        if isinstance(path, NativePath):
-            return run_all(path, blocks, _counted_already)
-    return Engine(policy).feed_all(records)
+    if blocks is None:
+        return Engine(policy).feed_all(records)
+    path = for_policy(policy)
+    if isinstance(path, NativePath):
+        return run_all(path, blocks, _counted_already)
+    return path.engine.feed_all(records)
 
 
 def _counted_already(where_and_problem: str) -> None:
