@@ -99,7 +99,7 @@ class WorkerOptions:
     rebalance_timeout: float = 20.0
     """How long the group waits for members to rejoin a rebalance before dropping the slow ones."""
     shutdown_timeout: float = 10.0
-    """On SIGTERM, how long to let the batch being decided finish before Faust stops (and commits)."""
+    """On SIGTERM or a rebalance, how long to let the batches being decided finish before the partitions go."""
     keep_raw_deadletters: bool = False
     """S2 (docs/input-bounds.md): dead letters keep the raw record unredacted."""
     max_ts_ahead: float = MAX_TS_AHEAD
@@ -352,6 +352,9 @@ class Pipeline:
             broker_rebalance_timeout=opts.rebalance_timeout,
         )
         app.before_stop = self._drain
+        app.on_partitions_revoked.connect(self._on_partitions_revoked)
+        self._fenced: int | None = None
+        """The consumer generation whose partitions were last revoked: its messages still in hand are stale."""
         self._stopping = False
         self._busy = 0
         """Batches being decided now (both paths)."""
@@ -485,6 +488,10 @@ class Pipeline:
         self, topic: str, expected: type[Outcome] | type[Health], batch: list[Any], *, ack: bool = True,
         arrived: float | None = None,
     ) -> None:
+        if self._fenced is not None:
+            batch = self._unfenced(topic, batch)
+            if not batch:
+                return
         self._busy += 1
         self._idle.clear()
         try:
@@ -526,17 +533,50 @@ class Pipeline:
                 self._idle.set()
         self.stall.progressed()
 
+    def _unfenced(self, topic: str, batch: list[Any]) -> list[Any]:
+        """The messages fetched since the last rebalance; the others are left undecided and unacknowledged.
+
+        A message fetched before a revocation may belong to a partition another worker now owns, which reads it
+        again from the committed offset; deciding it here too would emit its cooldowns twice. (On the plain path
+        Faust's stream skips such messages itself, but not those already in a `take_events` buffer.)"""
+        fenced = self._fenced
+        fresh = [m for m in batch if m.generation_id is None or m.generation_id > fenced]
+        if len(fresh) < len(batch):
+            metrics.RECORDS.labels(topic, "stale").inc(len(batch) - len(fresh))
+        return fresh
+
+    async def _on_partitions_revoked(self, app: Any, /, *args: Any, **_: Any) -> None:
+        """A rebalance takes partitions away: let the batches in hand finish and their writes reach Kafka before
+        the group moves on (Faust awaits this signal before the consumer rejoins).
+
+        The next owner of a partition reads it again from the last commit (Faust commits nothing at a
+        revocation) and recovers the tables from their changelogs first; only writes that are durable before
+        it reads the changelogs' end offsets are in what it recovers. A batch still being decided after that
+        would have its records decided again by the next owner, with a state that never saw them: the same
+        cooldowns twice. Batches taken from now on hold only stale messages (`_unfenced`).
+        Faust's `on_partitions_revoked` signal (`args`: the revoked partitions) is its documented rebalance hook."""
+        self._fenced = app.consumer_generation_id
+        decided = await self._wait_idle("rebalance")
+        await app.producer.flush()
+        if decided and args and args[0]:
+            log.info("rebalance: batches in hand decided and flushed (%d partitions revoked)", len(args[0]))
+
+    async def _wait_idle(self, why: str) -> bool:
+        """Wait (up to the shutdown timeout) until no batch is being decided; False if one still was."""
+        try:
+            await asyncio.wait_for(self._idle.wait(), self.opts.shutdown_timeout)
+        except TimeoutError:
+            log.warning("%s: a batch was still being decided after %.0f s; its records will be decided again "
+                        "by the next owner", why, self.opts.shutdown_timeout)
+            return False
+        return True
+
     async def _drain(self) -> None:
         """Stop taking batches and wait (up to the shutdown timeout) for the ones in hand to be acknowledged."""
         self._stopping = True
         for lane in self.lanes.values():
             lane.wake()
-        try:
-            await asyncio.wait_for(self._idle.wait(), self.opts.shutdown_timeout)
-        except TimeoutError:
-            log.warning("shutdown: a batch was still being decided after %.0f s; its records will be decided again "
-                        "by the next owner", self.opts.shutdown_timeout)
-        else:
+        if await self._wait_idle("shutdown"):
             log.info("shutdown: batches in hand decided")
         if self.early is not None:  # a cooldown decided last reaches Redis now, not at the next owner's materializer
             with contextlib.suppress(TimeoutError):

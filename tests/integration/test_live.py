@@ -320,7 +320,7 @@ async def test_sigterm_hands_over_without_gap_or_duplicate(case: Case, kafka_boo
     third = len(lines) // 3
     a = await case.worker("a", kafka_bootstrap, partitions=4, loglevel="info")
     await a.wait_ready()
-    b = await case.worker("b", kafka_bootstrap, partitions=4)
+    b = await case.worker("b", kafka_bootstrap, partitions=4, loglevel="info")  # its recovery, if it fails
     await b.wait_healthy()
     await wait_assigned([a, b])
     base_a, base_b = await a.records_processed(), await b.records_processed()

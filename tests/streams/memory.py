@@ -64,6 +64,8 @@ class Message:
     value: bytes | None
     timestamp: float = 0.0
     """Its Kafka timestamp (epoch seconds; the publisher's clock): `deliver` stamps the time it hands it over."""
+    generation_id: int | None = None
+    """The consumer group generation it was fetched in (Faust stamps every message; `deliver` stamps the app's)."""
 
 
 Event = tuple[str, str, bytes | None, int | None]
@@ -97,6 +99,8 @@ class MemoryProducer:
         self.changed = changed
         self.sent: list[Sent] = []
         self._held: list[asyncio.Future[None]] | None = None
+        self.flushes = 0
+        """`flush` calls that returned (each waits until every send so far is durable)."""
 
     async def maybe_start(self) -> None:
         """Faust starts the producer on first use; there is nothing to start."""
@@ -112,6 +116,10 @@ class MemoryProducer:
             self._held.append(fut)
         self.changed.notify()
         return fut
+
+    async def flush(self) -> None:
+        await self.changed.until(lambda: not self.held, "every send to be acknowledged (a producer flush)")
+        self.flushes += 1
 
     def send_soon(self, fut: Any) -> None:
         """Faust's buffered send (a table's changelog write inside an agent): kept like `send`, at once."""
@@ -129,6 +137,7 @@ class MemoryProducer:
         held, self._held = self._held or [], None
         for fut in held:
             fut.set_result(None)
+        self.changed.notify()
 
     @property
     def held(self) -> int:
@@ -227,7 +236,7 @@ class MemoryWorker:
             part = partition if partition is not None else partition_of((key or b"").decode(), self.partitions)
             offset = self._offsets[topic, part]
             self._offsets[topic, part] = offset + 1
-            out.append(Message(topic, part, offset, key, value, time.time()))
+            out.append(Message(topic, part, offset, key, value, time.time(), self.pipeline.app.consumer_generation_id))
         await self.fetch(out)
         return out
 

@@ -230,6 +230,37 @@ async def test_stopping_lets_the_batch_in_hand_finish(cfg: Config) -> None:
     assert len(w.consumer.acked) == 1 and len(w.records(w.names.cooldowns)) == 1
 
 
+async def test_a_revocation_waits_for_the_batch_in_hand_and_leaves_what_was_fetched_before_it(cfg: Config) -> None:
+    """A rebalance: Faust's `on_partitions_revoked` signal returns only once the batch being decided is durable
+    (its states flushed), so the next owner recovers them; a message fetched before the revocation and taken
+    after it is stale: neither decided nor acknowledged (the next owner reads it again from the commit)."""
+    w = MemoryWorker(cfg)
+    app = w.pipeline.app
+    app.consumer_generation_id = 3
+    w.start()
+    w.producer.hold()
+    await w.deliver(w.names.outcomes, [auth_error("r1", "dep-02", 1)])
+    await w.changed.until(lambda: w.producer.held >= 1, "the cooldown to be sent")
+    revoking = asyncio.create_task(w.pipeline._on_partitions_revoked(app, {("outcomes", 0)}))
+    await asyncio.sleep(0.05)
+    assert not revoking.done(), "the revocation must wait for the batch in hand"
+    stale_before = metrics.RECORDS.labels(w.names.outcomes, "stale")._value.get()
+    stale = await w.deliver(w.names.outcomes, [auth_error("r2", "dep-05", 2)])  # fetched in generation 3
+    w.producer.release()
+    await asyncio.wait_for(revoking, 10)
+    assert w.producer.flushes >= 1
+    assert [m.offset for m in w.consumer.acked] == [0]
+    assert [cd["deployment_id"] for cd in w.records(w.names.cooldowns)] == ["dep-02"]
+    # the next generation's fetch of the same record is decided (in a later batch than the stale one)
+    app.consumer_generation_id = 4
+    again = await w.deliver(w.names.outcomes, [auth_error("r2", "dep-05", 2)])
+    await w.changed.until(lambda: len(w.consumer.acked) == 2, "the re-fetched record to be acknowledged")
+    assert w.consumer.acked[1] is again[0] and stale[0] not in w.consumer.acked
+    assert metrics.RECORDS.labels(w.names.outcomes, "stale")._value.get() == stale_before + 1
+    assert [cd["deployment_id"] for cd in w.records(w.names.cooldowns)] == ["dep-02", "dep-05"]
+    await w.stop()
+
+
 async def test_the_fetch_loop_skips_what_it_read_already_and_routes_other_topics_to_faust(cfg: Config) -> None:
     """`LaneConsumer._drain_messages`: input messages go to their lane once; a message fetched again after a seek
     (below the read offset) never reaches the deciders; a topic no lane reads goes to Faust's conductor."""
