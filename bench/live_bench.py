@@ -135,6 +135,7 @@ class Worker:
         # the traffic is dated from T0 (2027-01), ahead of the clock on purpose so every cooldown reaches Redis;
         # the worker's B6 check (docs/input-bounds.md) would dead-letter it
         self.port = free_port()
+        self.prefix = prefix
         self.log = workdir / f"worker-{prefix}log"
         self.memory_file = workdir / f"memory-{prefix}txt"
         entry = ["-c", MEMORY_PROFILER] if PROFILE_MEMORY else ["-m", "coolant.cli"]
@@ -219,6 +220,8 @@ class Worker:
             self.proc.wait(30)
         except subprocess.TimeoutExpired:
             self.proc.kill()
+            self.proc.wait()
+        asyncio.run(delete_topics(self.prefix, self.prefix.rstrip(".") + "-"))
 
 
 async def create_topic(name: str) -> None:
@@ -226,6 +229,19 @@ async def create_topic(name: str) -> None:
     await admin.start()
     try:
         await admin.create_topics([NewTopic(name, PARTITIONS, 1)])
+    finally:
+        await admin.close()
+
+
+async def delete_topics(*prefixes: str) -> None:
+    """Drop a run's topics (its prefix, its app id's changelogs) once its worker is gone. Each run has its own,
+    ~220 partitions, and a broker left with thousands of runs' partitions ran out of file descriptors."""
+    admin = AIOKafkaAdminClient(bootstrap_servers=BOOTSTRAP)
+    await admin.start()
+    try:
+        names = [t for t in await admin.list_topics() if t.startswith(prefixes)]
+        if names:
+            await admin.delete_topics(names)
     finally:
         await admin.close()
 
