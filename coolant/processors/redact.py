@@ -59,9 +59,25 @@ def _replace(m: re.Match[str]) -> str:
     return REDACTED  # pragma: no cover - some group always matched
 
 
+_CLEAN: dict[str, None] = {}
+"""Recent texts known to hold no secret (at most `_CLEAN_MAX`, each at most `_CLEAN_CHARS` long): error texts
+repeat (a provider's few messages per status) and the pattern costs microseconds a text, once per cooldown
+field. Only clean texts are kept, so no secret stays in memory because of it."""
+_CLEAN_MAX = 1024
+_CLEAN_CHARS = 512
+
+
 def redact(text: str) -> str:
     """`text` with every secret-shaped substring replaced; the very same string when there is none."""
-    return _PATTERN.sub(_replace, text)
+    if text in _CLEAN:
+        return text
+    out = _PATTERN.sub(_replace, text)
+    if out == text and len(text) <= _CLEAN_CHARS:
+        if len(_CLEAN) >= _CLEAN_MAX:
+            _CLEAN.clear()
+        _CLEAN[text] = None
+        return text
+    return out
 
 
 def redact_bytes(raw: bytes) -> bytes:

@@ -7,6 +7,8 @@ per publishing gateway (`PathState.litellm`), counted by `bump` (LC2) in the eng
 
 from __future__ import annotations
 
+from typing import cast
+
 from coolant.processors.policy import COUNTER_TTL
 from coolant.processors.policy import WINDOW_SECONDS as WINDOW
 from coolant.processors.state import ForgetsExpired, PathState, PodCounters
@@ -65,6 +67,18 @@ def litellm_counts(pod: PodCounters, ts: float) -> Window:
                   pod.f_count)
 
 
+_FORGETS: dict[type, bool] = {}
+"""Per `seen` store type: is it `ForgetsExpired`? (A runtime Protocol check costs microseconds; L3 runs per
+deployment-minute.)"""
+
+
+def _forgets(store: type) -> bool:
+    known = _FORGETS.get(store)
+    if known is None:
+        known = _FORGETS[store] = issubclass(store, ForgetsExpired)
+    return known
+
+
 def discard(ps: PathState, late_after: float, width: int, hw: float | None = None) -> None:
     """L3: drop windows, counters and seen ids no non-late record can touch. Never changes a result. `hw`: as of
     that high-water mark instead of the state's own (the native success path ran an L3 at an earlier mark)."""
@@ -77,8 +91,8 @@ def discard(ps: PathState, late_after: float, width: int, hw: float | None = Non
     for gateway in [g for g, c in ps.litellm.items() if spent(c, horizon)]:
         del ps.litellm[gateway]
     seen = ps.seen
-    if type(seen) is not dict and isinstance(seen, ForgetsExpired):
-        seen.forget_before(horizon)
+    if type(seen) is not dict and _forgets(type(seen)):
+        cast(ForgetsExpired, seen).forget_before(horizon)
         return
     # Ids arrive roughly in ts order and a dict keeps insertion order, so the expired ones are at
     # the front: stop at the first live one. A late id behind it stays a little longer, harmlessly.

@@ -375,7 +375,7 @@ fn read_line(s: &[u8]) -> Read<'_> {
         return Read::Python;
     }
     let plain = !line.python
-        && line.schema == Some(b"coolant.outcome/1")
+        && line.schema.is_some_and(|x| eq(x, b"coolant.outcome/1"))
         && line.model_group
         && line.ok == Some(true)
         && matches!(line.event_id, Some(e) if !e.is_empty() && chars(e) <= EVENT_ID_MAX)
@@ -388,30 +388,35 @@ fn read_line(s: &[u8]) -> Read<'_> {
 }
 
 /// The field a key names (bit 31: none of a record's; bit 11: one that makes the record Python's unless null),
-/// by length first: most keys are then one comparison.
+/// by length first: most keys are then one comparison, of a length known at compile time (no memcmp call).
 #[inline]
 fn field_bit(key: &[u8]) -> u32 {
-    let is = |name: &[u8]| key == name;
     match key.len() {
-        2 if is(b"ts") => 2,
-        2 if is(b"ok") => 5,
-        5 if is(b"final") => 10,
-        6 if is(b"schema") => 0,
-        6 if is(b"source") => 11,
-        7 if is(b"gateway") => 6,
-        7 if is(b"attempt") => 9,
-        8 if is(b"event_id") => 1,
-        9 if is(b"ratelimit") => 11,
-        10 if is(b"latency_ms") => 7,
-        11 if is(b"model_group") => 4,
-        11 if is(b"status_code") => 8,
-        11 if is(b"retry_after") => 11,
-        13 if is(b"deployment_id") => 3,
-        13 if is(b"cooldown_time") => 11,
-        14 if is(b"exception_type") => 11,
-        17 if is(b"exception_message") => 11,
+        2 if eq(key, b"ts") => 2,
+        2 if eq(key, b"ok") => 5,
+        5 if eq(key, b"final") => 10,
+        6 if eq(key, b"schema") => 0,
+        6 if eq(key, b"source") => 11,
+        7 if eq(key, b"gateway") => 6,
+        7 if eq(key, b"attempt") => 9,
+        8 if eq(key, b"event_id") => 1,
+        9 if eq(key, b"ratelimit") => 11,
+        10 if eq(key, b"latency_ms") => 7,
+        11 if eq(key, b"model_group") => 4,
+        11 if eq(key, b"status_code") => 8,
+        11 if eq(key, b"retry_after") => 11,
+        13 if eq(key, b"deployment_id") => 3,
+        13 if eq(key, b"cooldown_time") => 11,
+        14 if eq(key, b"exception_type") => 11,
+        17 if eq(key, b"exception_message") => 11,
         _ => 31,
     }
+}
+
+/// `s == name` for a name of a length known at compile time: inlined loads, not a memcmp call.
+#[inline(always)]
+fn eq<const N: usize>(s: &[u8], name: &[u8; N]) -> bool {
+    <&[u8; N]>::try_from(s).is_ok_and(|a| a == name)
 }
 
 fn chars(s: &[u8]) -> usize {
