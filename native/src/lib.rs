@@ -10,6 +10,7 @@
 //! sees the record, and `push` takes the deployment back after it when nothing is pending.
 
 use pyo3::exceptions::{PyKeyError, PyTypeError};
+use pyo3::intern;
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyList, PyString};
 use std::collections::HashMap;
@@ -111,38 +112,150 @@ enum Mode {
     Owned,
 }
 
+/// A publisher's success counter (D7) as this side tallies it; `gw` indexes `FastPath::gateways`.
+#[derive(Clone, Copy)]
 struct Pod {
-    gateway: Vec<u8>,
     s_anchor: f64,
     s_count: i64,
+    /// tallied since the deployment was pushed: `pull` writes only these back (the others are Python's as read)
+    dirty: bool,
 }
 
+/// Deployment ids up to this long are kept inside `Dep` (the table probe then touches no other memory).
+const KEY_INLINE: usize = 24;
+
+/// One deployment, laid out so that a tally touches few cache lines: the counters first, the slot being
+/// filled inline, then the key, and the rest behind pointers.
 struct Dep {
-    mode: Mode,
     hw: f64,
     gc_next: f64,
-    /// (slot, successes tallied since the last pull)
-    windows: Vec<(i64, i64)>,
-    pods: Vec<Pod>,
+    /// The slot most recently started and its successes since the last pull (`cur_n == 0`: none).
+    cur_slot: i64,
+    cur_n: i64,
     counted: i64,
-    seen: Seen,
     /// The high-water mark of the last L3 this side ran on the seen ids (-inf: none since the last pull): the
     /// engine runs the rest of that L3 (`windows.discard` at that mark) when it pulls the deployment.
     owed: f64,
+    mode: Mode,
+    /// Python has no state for this deployment yet: this side met it first (a plain success) and has held it
+    /// since, from a fresh `PathState`'s values.
+    new: bool,
+    key_len: u8,
+    key_inline: [u8; KEY_INLINE],
+    /// (slot, successes tallied since the last pull) of the other slots, in the order they were started
+    windows: Vec<(i64, i64)>,
+    /// the publishers' gateways (`FastPath::gateways` indexes) and their counters, in the same order
+    pod_gw: Vec<u32>,
+    pods: Vec<Pod>,
+    seen: Seen,
+    key_heap: Vec<u8>,
 }
 
 impl Dep {
-    fn new() -> Self {
-        Dep {
-            mode: Mode::Python,
+    fn new(key: &[u8]) -> Self {
+        let mut d = Dep {
             hw: f64::NEG_INFINITY,
             gc_next: f64::NEG_INFINITY,
-            windows: Vec::new(),
-            pods: Vec::new(),
+            cur_slot: 0,
+            cur_n: 0,
             counted: 0,
-            seen: Seen::default(),
             owed: f64::NEG_INFINITY,
+            mode: Mode::Python,
+            new: false,
+            key_len: 0,
+            key_inline: [0; KEY_INLINE],
+            windows: Vec::new(),
+            pod_gw: Vec::new(),
+            pods: Vec::new(),
+            seen: Seen::default(),
+            key_heap: Vec::new(),
+        };
+        if key.len() <= KEY_INLINE {
+            d.key_len = key.len() as u8;
+            d.key_inline[..key.len()].copy_from_slice(key);
+        } else {
+            d.key_len = u8::MAX;
+            d.key_heap = key.to_vec();
         }
+        d
+    }
+
+    #[inline]
+    fn key(&self) -> &[u8] {
+        if self.key_len == u8::MAX {
+            &self.key_heap
+        } else {
+            &self.key_inline[..self.key_len as usize]
+        }
+    }
+
+    /// Distinct slots tallied since the last pull.
+    #[inline]
+    fn slots(&self) -> usize {
+        self.windows.len() + (self.cur_n != 0) as usize
+    }
+
+    /// O5: one success into slot `k`.
+    #[inline]
+    fn tally_slot(&mut self, k: i64) {
+        if self.cur_n != 0 && self.cur_slot == k {
+            self.cur_n += 1;
+        } else if let Some(w) = self.windows.iter_mut().rev().find(|w| w.0 == k) {
+            w.1 += 1;
+        } else {
+            if self.cur_n != 0 {
+                self.windows.push((self.cur_slot, self.cur_n));
+            }
+            self.cur_slot = k;
+            self.cur_n = 1;
+        }
+    }
+}
+
+/// Deployment ids -> `deps` index: open addressing (linear probing) over (index + 1, top bits of the hash).
+struct Index {
+    slots: Vec<(u32, u32)>,
+    len: usize,
+}
+
+impl Index {
+    fn new() -> Self {
+        Index { slots: vec![(0, 0); 1024], len: 0 }
+    }
+
+    #[inline]
+    fn get(&self, deps: &[Dep], key: &[u8], h: u64) -> Option<u32> {
+        let mask = self.slots.len() - 1;
+        let tag = (h >> 32) as u32;
+        let mut i = h as usize & mask;
+        loop {
+            let (d, t) = self.slots[i];
+            if d == 0 {
+                return None;
+            }
+            if t == tag && deps[(d - 1) as usize].key() == key {
+                return Some(d - 1);
+            }
+            i = (i + 1) & mask;
+        }
+    }
+
+    fn insert(&mut self, deps: &[Dep], h: u64, dep: u32) {
+        if (self.len + 1) * 2 > self.slots.len() {
+            let bigger = vec![(0, 0); self.slots.len() * 2];
+            let old = std::mem::replace(&mut self.slots, bigger);
+            self.len = 0;
+            for (d, _) in old.into_iter().filter(|s| s.0 != 0) {
+                self.insert(deps, id_hash(deps[(d - 1) as usize].key()), d - 1);
+            }
+        }
+        let mask = self.slots.len() - 1;
+        let mut i = h as usize & mask;
+        while self.slots[i].0 != 0 {
+            i = (i + 1) & mask;
+        }
+        self.slots[i] = (dep + 1, (h >> 32) as u32);
+        self.len += 1;
     }
 }
 
@@ -281,6 +394,17 @@ fn float_of(token: &[u8]) -> f64 {
     std::str::from_utf8(token).ok().and_then(|t| t.parse::<f64>().ok()).unwrap_or(f64::NAN)
 }
 
+/// B3 on a number token: at most 15 integer digits and no exponent is surely within it, without parsing.
+#[inline]
+fn latency_ok(token: &[u8], integral: bool) -> bool {
+    let digits = token.iter().skip(usize::from(token.first() == Some(&b'-'))).take_while(|b| b.is_ascii_digit());
+    let exponent = !integral && token.iter().any(|&b| b == b'e' || b == b'E');
+    if !exponent && digits.count() <= 15 {
+        return true;
+    }
+    (-LATENCY_MAX..=LATENCY_MAX).contains(&float_of(token))
+}
+
 fn int_of(token: &[u8], integral: bool) -> Option<i64> {
     if !integral || token.len() > 18 {
         return None;
@@ -340,9 +464,8 @@ fn read_line(s: &[u8]) -> Read<'_> {
             (5, Value::False) => line.ok = Some(false),
             (6, Value::Str(x)) => line.gateway = Some(x),
             (6, Value::Null) => {}
-            (7, Value::Num(t, _)) => {
-                let x = float_of(t);
-                if !(-LATENCY_MAX..=LATENCY_MAX).contains(&x) {
+            (7, Value::Num(t, integral)) => {
+                if !latency_ok(t, integral) {
                     line.python = true;
                 }
             }
@@ -435,6 +558,42 @@ fn key_bytes(s: &Bound<'_, PyString>) -> PyResult<Vec<u8>> {
     }
 }
 
+/// FNV-1a over the bytes, mixed at the end: the hasher of the gateway names (short, few, trusted enough).
+#[derive(Default)]
+struct BytesHasher(u64);
+
+impl Hasher for BytesHasher {
+    fn finish(&self) -> u64 {
+        let h = self.0 ^ (self.0 >> 33);
+        h.wrapping_mul(0xff51afd7ed558ccd) ^ (h >> 29)
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        let mut h = self.0 ^ 0xcbf29ce484222325;
+        for &b in bytes {
+            h ^= b as u64;
+            h = h.wrapping_mul(0x100000001b3);
+        }
+        self.0 = h;
+    }
+}
+
+extern "C" {
+    fn memchr(s: *const std::os::raw::c_void, c: std::os::raw::c_int, n: usize) -> *mut std::os::raw::c_void;
+}
+
+/// The end of the line that starts at `pos` (libc's memchr, vectorized).
+#[inline]
+fn line_end(data: &[u8], pos: usize) -> usize {
+    let rest = &data[pos..];
+    // SAFETY: memchr reads at most rest.len() bytes of rest, which is valid for reads
+    let p = unsafe { memchr(rest.as_ptr().cast(), b'\n' as std::os::raw::c_int, rest.len()) };
+    if p.is_null() {
+        data.len()
+    } else {
+        pos + (p as usize - rest.as_ptr() as usize)
+    }
+}
+
 /// The fast path over one policy's in-memory states (see the module docs).
 #[pyclass(module = "coolant_native")]
 struct FastPath {
@@ -443,26 +602,63 @@ struct FastPath {
     litellm: bool,
     ttl: f64,
     pod_type: Py<PyAny>,
-    index: HashMap<Vec<u8>, u32>,
+    index: Index,
     deps: Vec<Dep>,
+    /// The publishers' gateway names, interned (as Python strings, for `pull`): a deployment's pod is found
+    /// by number, not by name.
+    gateway_names: Vec<Py<PyString>>,
+    gateway_index: HashMap<Vec<u8>, u32, BuildHasherDefault<BytesHasher>>,
+    /// The deployments this side met before Python did, in that order.
+    met: Vec<u32>,
+    /// The first lines of the deployments met here since the last `take_met`.
+    met_lines: Vec<Vec<u8>>,
+    /// A plain success of a deployment Python has not met was handed back once: the next ones are met here.
+    meets: bool,
     /// plain successes tallied, all deployments
     #[pyo3(get)]
     tallied: u64,
 }
 
 impl FastPath {
+    #[inline]
+    fn find(&self, id: &[u8]) -> Option<u32> {
+        self.index.get(&self.deps, id, id_hash(id))
+    }
+
     fn dep_index(&mut self, id: &[u8]) -> u32 {
-        if let Some(&i) = self.index.get(id) {
+        let h = id_hash(id);
+        if let Some(i) = self.index.get(&self.deps, id, h) {
             return i;
         }
         let i = self.deps.len() as u32;
-        self.deps.push(Dep::new());
-        self.index.insert(id.to_vec(), i);
+        self.deps.push(Dep::new(id));
+        self.index.insert(&self.deps, h, i);
         i
     }
 
+    /// The number of the gateway named `name` (UTF-8, or `key_bytes` of a Python string); `text` makes its
+    /// Python string the first time.
+    #[inline]
+    fn gateway(&mut self, name: &[u8], text: impl FnOnce() -> Py<PyString>) -> u32 {
+        if let Some(&g) = self.gateway_index.get(name) {
+            return g;
+        }
+        let g = self.gateway_names.len() as u32;
+        self.gateway_names.push(text());
+        self.gateway_index.insert(name.to_vec(), g);
+        g
+    }
+
     /// Tally a plain success of an owned deployment; false when it must go to Python.
-    fn tally(&mut self, i: u32, line: &Line<'_>) -> bool {
+    fn tally(&mut self, py: Python<'_>, i: u32, line: &Line<'_>) -> bool {
+        let gw = match self.litellm {
+            true => {
+                let name = line.gateway.unwrap_or_default(); // read from a line: UTF-8
+                Some(self.gateway(name, || PyString::new(py, std::str::from_utf8(name).unwrap_or_default()).unbind()))
+            }
+            false => None,
+        };
+        let (late_after, width, ttl) = (self.late_after, self.width, self.ttl);
         let d = &mut self.deps[i as usize];
         if d.mode != Mode::Owned {
             return false;
@@ -470,9 +666,9 @@ impl FastPath {
         let ts = line.ts.unwrap_or_default();
         let h = id_hash(line.event_id.unwrap_or_default());
         let due = ts > d.hw && ts >= d.gc_next; // L3 is due (once per event-time minute)
-        let hand = d.hw - ts > self.late_after // L1
+        let hand = d.hw - ts > late_after // L1
             || d.seen.contains(h) // L2
-            || (due && d.windows.len() >= MAX_SLOTS);
+            || (due && d.slots() >= MAX_SLOTS);
         if hand {
             return false;
         }
@@ -483,35 +679,46 @@ impl FastPath {
                 // `_accept`'s schedule, and L3 on the seen ids kept here; the rest of L3 (windows, V1 and D7
                 // counters) is the engine's `windows.discard`, run at this mark when the deployment is pulled
                 d.gc_next = (floordiv(ts, 60.0) + 1.0) * 60.0;
-                d.seen.forget_before(ts - self.late_after);
+                d.seen.forget_before(ts - late_after);
                 d.owed = ts;
             }
         }
-        let k = slot(ts, self.width); // O5
-        match d.windows.iter_mut().rev().find(|w| w.0 == k) {
-            Some(w) => w.1 += 1,
-            None => d.windows.push((k, 1)),
-        }
-        if self.litellm {
+        d.tally_slot(slot(ts, width)); // O5
+        if let Some(g) = gw {
             // LC2 on the publisher's success counter
-            let gw = line.gateway.unwrap_or_default();
-            let pod = match d.pods.iter().position(|p| p.gateway == gw) {
-                Some(p) => &mut d.pods[p],
+            let p = match d.pod_gw.iter().position(|&x| x == g) {
+                Some(p) => p,
                 None => {
-                    d.pods.push(Pod { gateway: gw.to_vec(), s_anchor: f64::NEG_INFINITY, s_count: 0 });
-                    d.pods.last_mut().unwrap()
+                    d.pod_gw.push(g);
+                    d.pods.push(Pod { s_anchor: f64::NEG_INFINITY, s_count: 0, dirty: false });
+                    d.pods.len() - 1
                 }
             };
-            if ts >= pod.s_anchor + self.ttl {
+            let pod = &mut d.pods[p];
+            if ts >= pod.s_anchor + ttl {
                 pod.s_anchor = ts;
                 pod.s_count = 1;
             } else {
                 pod.s_count += 1;
             }
+            pod.dirty = true;
         }
         d.counted += 1;
         self.tallied += 1;
         true
+    }
+
+    /// A deployment Python has no state for, met in a plain success: held from a fresh `PathState`'s values
+    /// (nothing pending, no seen id), as if Python had created it and pushed it at once.
+    fn meet(&mut self, id: &[u8], h: u64) -> u32 {
+        let i = self.deps.len() as u32;
+        let mut d = Dep::new(id);
+        d.mode = Mode::Owned;
+        d.new = true;
+        self.deps.push(d);
+        self.index.insert(&self.deps, h, i);
+        self.met.push(i);
+        i
     }
 }
 
@@ -525,15 +732,21 @@ impl FastPath {
             litellm: litellm_counters,
             ttl: counter_ttl,
             pod_type,
-            index: HashMap::new(),
+            index: Index::new(),
             deps: Vec::new(),
+            gateway_names: Vec::new(),
+            gateway_index: HashMap::default(),
+            met: Vec::new(),
+            met_lines: Vec::new(),
+            meets: false,
             tallied: 0,
         }
     }
 
     /// Scan `data` from byte `pos` (line number `line` of the block, from 0), tallying what this side owns,
     /// up to the first line it does not: returns (next pos, next line, that line's number, its bytes), or
-    /// (len, lines, 0, None) at the end. Python decides that line before the scan goes on.
+    /// (len, lines, 0, None) at the end. Python decides that line before the scan goes on. A plain success of
+    /// a deployment Python has not met is this side's from then on (`is_new`, `new_ids`).
     fn scan<'py>(
         &mut self,
         py: Python<'py>,
@@ -544,10 +757,7 @@ impl FastPath {
         let mut pos = pos;
         let mut lineno = line;
         while pos < data.len() {
-            let end = match data[pos..].iter().position(|&b| b == b'\n') {
-                Some(n) => pos + n,
-                None => data.len(),
-            };
+            let end = line_end(data, pos);
             let raw = &data[pos..end];
             let here = lineno;
             pos = (end + 1).min(data.len());
@@ -556,10 +766,31 @@ impl FastPath {
                 continue;
             }
             if let Read::Success(l) = read_line(raw) {
-                if let Some(&i) = self.index.get(l.deployment_id.unwrap_or_default()) {
-                    if self.tally(i, &l) {
-                        continue;
+                let id = l.deployment_id.unwrap_or_default();
+                let h = id_hash(id);
+                let i = match self.index.get(&self.deps, id, h) {
+                    Some(i) => Some(i),
+                    None if self.meets => {
+                        let i = self.meet(id, h);
+                        if self.tally(py, i, &l) {
+                            // the engine yields a step for a deployment's first record instead of counting it
+                            // in `counted` (FP1): Python yields the same for this line (`take_met`)
+                            self.deps[i as usize].counted -= 1;
+                            self.met_lines.push(raw.to_vec());
+                            continue;
+                        }
+                        Some(i)
                     }
+                    None => {
+                        // The run's first such line is still Python's: the pure path yields a step (COUNTED)
+                        // for each deployment's first record, and the replay summary lists dispositions in
+                        // the order they first occur. After that one, another changes no order.
+                        self.meets = true;
+                        None
+                    }
+                };
+                if i.is_some_and(|i| self.tally(py, i, &l)) {
+                    continue;
                 }
             }
             return (pos, lineno, here, Some(PyBytes::new(py, raw)));
@@ -567,27 +798,58 @@ impl FastPath {
         (data.len(), lineno, 0, None)
     }
 
+    /// Whether this side holds `deployment_id` and Python has no state for it yet (the caller creates one
+    /// before `pull`).
+    fn is_new(&self, deployment_id: &Bound<'_, PyString>) -> PyResult<bool> {
+        let key = key_bytes(deployment_id)?;
+        Ok(self.find(&key).is_some_and(|i| self.deps[i as usize].new))
+    }
+
+    /// The first line of each deployment this side met (in that order) since the last call: tallied here,
+    /// but not in the deployment's `counted`, since the engine yields a (COUNTED) step for a deployment's
+    /// first record.
+    fn take_met<'py>(&mut self, py: Python<'py>) -> Vec<Bound<'py, PyBytes>> {
+        self.met_lines.drain(..).map(|l| PyBytes::new(py, &l)).collect()
+    }
+
+    /// The deployments this side holds that Python has no state for, in the order this side met them.
+    fn new_ids(&self) -> Vec<String> {
+        self.met
+            .iter()
+            .map(|&i| &self.deps[i as usize])
+            .filter(|d| d.new)
+            .map(|d| String::from_utf8_lossy(d.key()).into_owned()) // read from a line: valid UTF-8
+            .collect()
+    }
+
     /// Write what this side tallied for `deployment_id` into its `DeploymentState` (`st`): the request
-    /// path's hw, gc_next, window counts and publisher success counters, and `st.counted`. Python then owns
+    /// path's hw, gc_next, window counts and publisher success counters, and `st.counted` (and, for a
+    /// deployment this side met first, its seen ids: `ps.seen` becomes a `SeenIds` view). Python then owns
     /// the deployment until `push`. Returns the high-water mark of an L3 this side ran only on the seen ids
     /// (the caller runs `windows.discard` as of that mark), or None.
     fn pull(
-        &mut self,
-        py: Python<'_>,
+        slf: &Bound<'_, Self>,
         deployment_id: &Bound<'_, PyString>,
         st: &Bound<'_, PyAny>,
     ) -> PyResult<Option<f64>> {
+        let py = slf.py();
         let key = key_bytes(deployment_id)?;
-        let Some(&i) = self.index.get(&key) else { return Ok(None) };
-        let d = &mut self.deps[i as usize];
+        let mut guard = slf.borrow_mut();
+        let Some(i) = guard.find(&key) else { return Ok(None) };
+        let FastPath { deps, gateway_names, litellm, pod_type, .. } = &mut *guard;
+        let d = &mut deps[i as usize];
         if d.mode == Mode::Python {
             return Ok(None);
         }
-        let ps = st.getattr("request")?;
-        ps.setattr("hw", d.hw)?;
-        ps.setattr("gc_next", d.gc_next)?;
+        let ps = st.getattr(intern!(py, "request"))?;
+        ps.setattr(intern!(py, "hw"), d.hw)?;
+        ps.setattr(intern!(py, "gc_next"), d.gc_next)?;
+        if d.cur_n != 0 {
+            d.windows.push((d.cur_slot, d.cur_n));
+            d.cur_n = 0;
+        }
         if !d.windows.is_empty() {
-            let windows = ps.getattr("windows")?.cast_into::<PyDict>()?;
+            let windows = ps.getattr(intern!(py, "windows"))?.cast_into::<PyDict>()?;
             for &(k, n) in &d.windows {
                 match windows.get_item(k)? {
                     Some(cell) => {
@@ -600,30 +862,37 @@ impl FastPath {
             }
             d.windows.clear();
         }
-        if self.litellm && !d.pods.is_empty() {
-            let pods = ps.getattr("litellm")?.cast_into::<PyDict>()?;
-            for p in &d.pods {
-                let gw = PyString::new(py, std::str::from_utf8(&p.gateway).unwrap_or_default());
-                let pod = match pods.get_item(&gw)? {
-                    Some(pod) => pod,
-                    None => {
-                        let pod = self.pod_type.bind(py).call0()?;
-                        pods.set_item(&gw, &pod)?;
-                        pod
+        if *litellm && d.pods.iter().any(|p| p.dirty) {
+            // only the counters tallied since the push: Python's others are as this side read them
+            let pods = ps.getattr(intern!(py, "litellm"))?.cast_into::<PyDict>()?;
+            for (p, &g) in d.pods.iter_mut().zip(&d.pod_gw) {
+                if !p.dirty {
+                    continue;
+                }
+                p.dirty = false;
+                let gw = gateway_names[g as usize].bind(py);
+                match pods.get_item(gw)? {
+                    Some(pod) => {
+                        pod.setattr(intern!(py, "s_anchor"), p.s_anchor)?;
+                        pod.setattr(intern!(py, "s_count"), p.s_count)?;
                     }
-                };
-                pod.setattr("s_anchor", p.s_anchor)?;
-                pod.setattr("s_count", p.s_count)?;
+                    None => pods.set_item(gw, pod_type.bind(py).call1((p.s_anchor, p.s_count))?)?,
+                }
             }
         }
         if d.counted != 0 {
-            let counted: i64 = st.getattr("counted")?.extract()?;
-            st.setattr("counted", counted + d.counted)?;
+            let counted: i64 = st.getattr(intern!(py, "counted"))?.extract()?;
+            st.setattr(intern!(py, "counted"), counted + d.counted)?;
             d.counted = 0;
         }
         d.mode = Mode::Python;
         let owed = d.owed;
         d.owed = f64::NEG_INFINITY;
+        let new = std::mem::replace(&mut d.new, false);
+        drop(guard);
+        if new {
+            ps.setattr(intern!(py, "seen"), Py::new(py, SeenIds { fast: slf.clone().unbind(), dep: i })?)?;
+        }
         Ok((owed > f64::NEG_INFINITY).then_some(owed))
     }
 
@@ -632,17 +901,17 @@ impl FastPath {
     /// store (`ps.seen` becomes a `SeenIds` view of it). Returns whether it was taken.
     fn push(slf: &Bound<'_, Self>, deployment_id: &Bound<'_, PyString>, st: &Bound<'_, PyAny>) -> PyResult<bool> {
         let py = slf.py();
-        let ps = st.getattr("request")?;
+        let ps = st.getattr(intern!(py, "request"))?;
         let key = key_bytes(deployment_id)?;
         let mut me = slf.borrow_mut();
         let i = me.dep_index(&key);
         if me.deps[i as usize].mode != Mode::Python {
             return Ok(true);
         }
-        if ps.getattr("probation")?.is_truthy()? {
+        if ps.getattr(intern!(py, "probation"))?.is_truthy()? {
             return Ok(false);
         }
-        let seen = ps.getattr("seen")?;
+        let seen = ps.getattr(intern!(py, "seen"))?;
         let view = seen.cast::<SeenIds>();
         let absorb = match view {
             Ok(v) => {
@@ -656,16 +925,17 @@ impl FastPath {
                 _ => return Ok(false), // another store: Python keeps the deployment
             },
         };
-        let hw: f64 = ps.getattr("hw")?.extract()?;
-        let gc_next: f64 = ps.getattr("gc_next")?.extract()?;
-        let mut pods = Vec::new();
+        let hw: f64 = ps.getattr(intern!(py, "hw"))?.extract()?;
+        let gc_next: f64 = ps.getattr(intern!(py, "gc_next"))?.extract()?;
+        let (mut pod_gw, mut pods) = (Vec::new(), Vec::new());
         if me.litellm {
-            for (gw, pod) in ps.getattr("litellm")?.cast_into::<PyDict>()?.iter() {
+            for (gw, pod) in ps.getattr(intern!(py, "litellm"))?.cast_into::<PyDict>()?.iter() {
                 let gw = gw.cast_into::<PyString>()?;
+                pod_gw.push(me.gateway(&key_bytes(&gw)?, || gw.clone().unbind()));
                 pods.push(Pod {
-                    gateway: key_bytes(&gw)?,
-                    s_anchor: pod.getattr("s_anchor")?.extract()?,
-                    s_count: pod.getattr("s_count")?.extract()?,
+                    s_anchor: pod.getattr(intern!(py, "s_anchor"))?.extract()?,
+                    s_count: pod.getattr(intern!(py, "s_count"))?.extract()?,
+                    dirty: false,
                 });
             }
         }
@@ -678,13 +948,15 @@ impl FastPath {
         }
         d.hw = hw;
         d.gc_next = gc_next;
+        d.pod_gw = pod_gw;
         d.pods = pods;
         d.windows.clear();
+        d.cur_n = 0;
         d.owed = f64::NEG_INFINITY;
         d.mode = Mode::Owned;
         drop(me);
         if absorb.is_some() {
-            ps.setattr("seen", Py::new(py, SeenIds { fast: slf.clone().unbind(), dep: i })?)?;
+            ps.setattr(intern!(py, "seen"), Py::new(py, SeenIds { fast: slf.clone().unbind(), dep: i })?)?;
         }
         Ok(true)
     }
