@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+import coolant.processors.redact as redact_module
 from coolant.processors.emit import mask
 from coolant.processors.redact import REDACTED, redact, redact_bytes
 
@@ -102,3 +103,19 @@ def test_health_transitions_are_redacted() -> None:
     ht = transition(None, probe)
     assert ht is not None and "AKIAIOSFODNN7EXAMPLE" not in ht.exception_received
     assert ht.exception_received.startswith(REDACTED)
+
+
+@pytest.mark.parametrize(("what", "text", "secret", "kept"), SECRETS, ids=[s[0] for s in SECRETS])
+def test_a_secret_is_redacted_every_time_and_never_kept(what: str, text: str, secret: str, kept: str) -> None:
+    """Clean texts are remembered to skip the pattern next time; a text with a secret is redacted again on each
+    call, and not held in that memory."""
+    first, again = redact(text), redact(text)
+    assert secret not in first and secret not in again and first == again
+    assert text not in redact_module._CLEAN
+
+
+def test_a_clean_text_comes_back_as_the_same_string_each_time() -> None:
+    text = "".join(["RateLimitError: ", "upstream said no"])  # built at run time: not an interned constant
+    assert redact(text) is text
+    assert redact(text) is text
+    assert text in redact_module._CLEAN
