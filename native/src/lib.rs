@@ -240,6 +240,25 @@ impl Index {
         }
     }
 
+    /// The first entry whose hash bits match `h`'s, its key not compared (that would load the entry): a guess
+    /// to prefetch, checked when the line is tallied.
+    #[inline]
+    fn guess(&self, h: u64) -> Option<u32> {
+        let mask = self.slots.len() - 1;
+        let tag = (h >> 32) as u32;
+        let mut i = h as usize & mask;
+        loop {
+            let (d, t) = self.slots[i];
+            if d == 0 {
+                return None;
+            }
+            if t == tag {
+                return Some(d - 1);
+            }
+            i = (i + 1) & mask;
+        }
+    }
+
     fn insert(&mut self, deps: &[Dep], h: u64, dep: u32) {
         if (self.len + 1) * 2 > self.slots.len() {
             let bigger = vec![(0, 0); self.slots.len() * 2];
@@ -595,7 +614,7 @@ fn line_end(data: &[u8], pos: usize) -> usize {
 }
 
 /// A line read ahead: where it ends, and for a plain success its reading, the hash of its deployment id and
-/// that deployment's index when known then.
+/// the index of the deployment it likely is (`Index::guess`).
 struct Ahead<'a> {
     end: usize,
     read: Option<(Line<'a>, u64, Option<u32>)>,
@@ -748,11 +767,11 @@ impl FastPath {
         }
         let Read::Success(l) = read_line(raw) else { return Ahead { end, read: None, blank: false } };
         let h = id_hash(l.deployment_id.unwrap_or_default());
-        let found = self.index.get(&self.deps, l.deployment_id.unwrap_or_default(), h);
-        if let Some(i) = found {
+        let guess = self.index.guess(h);
+        if let Some(i) = guess {
             prefetch_lines(&self.deps[i as usize], std::mem::size_of::<Dep>());
         }
-        Ahead { end, read: Some((l, h, found)), blank: false }
+        Ahead { end, read: Some((l, h, guess)), blank: false }
     }
 
     /// A deployment Python has no state for, met in a plain success: held from a fresh `PathState`'s values
@@ -812,14 +831,18 @@ impl FastPath {
             if pos < data.len() {
                 next = Some(self.ahead(data, pos)); // its deployment's entry comes into the cache meanwhile
             }
-            let Some((l, h, found)) = cur.read else {
+            let Some((l, h, guess)) = cur.read else {
                 if cur.blank {
                     continue;
                 }
                 return (pos, lineno, here, Some(PyBytes::new(py, raw)));
             };
             let id = l.deployment_id.unwrap_or_default();
-            let i = match found.or_else(|| self.index.get(&self.deps, id, h)) {
+            let found = match guess {
+                Some(g) if self.deps[g as usize].key() == id => Some(g),
+                _ => self.index.get(&self.deps, id, h), // another id's entry, or one met since
+            };
+            let i = match found {
                 Some(i) => Some(i),
                 None if self.meets => {
                     let i = self.meet(id, h);
