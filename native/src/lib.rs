@@ -7,7 +7,9 @@
 //! file order, and Python's engine decides it: failures, probes, pre-call checks, non-final attempts, late and
 //! duplicate records, a record due for L3, lines it cannot read exactly as msgspec would. The scan stops at
 //! each such line; `pull` writes that deployment's counters back into its Python `PathState` before the engine
-//! sees the record, and `push` takes the deployment back after it when nothing is pending.
+//! sees the record, and `push` takes the deployment back after it when nothing is pending. A deployment Python
+//! has no state for is held from its first plain success on, from a fresh state's values (`is_new`, `new_ids`,
+//! `take_met`).
 
 use pyo3::exceptions::{PyKeyError, PyTypeError};
 use pyo3::intern;
