@@ -48,6 +48,8 @@ import yaml
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 
+from coolant.io.admin import delete_topics
+
 BOOTSTRAP = os.environ.get("KAFKA_BOOTSTRAP", "127.0.0.1:19092")
 REDIS_URL = os.environ.get("REDIS_URL", "redis://127.0.0.1:16379/0")
 DEPLOYMENTS = int(os.environ.get("BENCH_DEPLOYMENTS", "2000"))
@@ -221,7 +223,8 @@ class Worker:
         except subprocess.TimeoutExpired:
             self.proc.kill()
             self.proc.wait()
-        asyncio.run(delete_topics(self.prefix, self.prefix.rstrip(".") + "-"))
+        # a run's topics (~220 partitions) go with it: a broker left with thousands ran out of file descriptors
+        asyncio.run(delete_topics([self.prefix, self.prefix.rstrip(".") + "-"], {"bootstrap_servers": BOOTSTRAP}))
 
 
 async def create_topic(name: str) -> None:
@@ -229,19 +232,6 @@ async def create_topic(name: str) -> None:
     await admin.start()
     try:
         await admin.create_topics([NewTopic(name, PARTITIONS, 1)])
-    finally:
-        await admin.close()
-
-
-async def delete_topics(*prefixes: str) -> None:
-    """Drop a run's topics (its prefix, its app id's changelogs) once its worker is gone. Each run has its own,
-    ~220 partitions, and a broker left with thousands of runs' partitions ran out of file descriptors."""
-    admin = AIOKafkaAdminClient(bootstrap_servers=BOOTSTRAP)
-    await admin.start()
-    try:
-        names = [t for t in await admin.list_topics() if t.startswith(prefixes)]
-        if names:
-            await admin.delete_topics(names)
     finally:
         await admin.close()
 

@@ -1,4 +1,5 @@
-"""Creating the contract's topics when missing: the worker at start, `coolant publish` before sending."""
+"""Creating the contract's topics when missing (the worker at start, `coolant publish` before sending), and
+dropping a short-lived run's own topics (the demo, the benchmarks, the tests)."""
 
 from __future__ import annotations
 
@@ -54,3 +55,21 @@ async def ensure_topics(
     for name in extra:
         specs.setdefault(name, TopicSpec(name, partitions))
     return await create_missing(specs.values(), client_args)
+
+
+async def delete_topics(prefixes: Iterable[str], client_args: Mapping[str, Any]) -> list[str]:
+    """Delete every topic whose name starts with one of `prefixes`; returns their names.
+
+    For runs that made topics of their own (a prefix, an app id's changelogs): each leaves a few hundred
+    partitions otherwise, and a broker that collects thousands of runs' partitions runs out of file descriptors.
+    """
+    prefixes = tuple(prefixes)
+    admin = AIOKafkaAdminClient(**client_args)
+    await admin.start()
+    try:
+        names = [t for t in await admin.list_topics() if t.startswith(prefixes)]
+        if names:
+            await admin.delete_topics(names)
+        return names
+    finally:
+        await admin.close()

@@ -29,6 +29,7 @@ from rich.live import Live
 from rich.panel import Panel
 from rich.table import Table
 
+from coolant.io.admin import delete_topics
 from coolant.io.cooldowns import ActiveCooldown, active_cooldowns
 from coolant.schemas import Cooldown, decode, encode
 from coolant.sim.simulate import AgentLoad, Fault, s1, simulate, write_litellm_config
@@ -208,12 +209,22 @@ async def _run(console: Console, bootstrap: str, redis_url: str, key_prefix: str
     return state
 
 
+def _drop_topics(console: Console, bootstrap: str, prefixes: list[str]) -> None:
+    """The run's topics and its worker's changelogs go with it (each run makes its own)."""
+    try:
+        asyncio.run(delete_topics(prefixes, {"bootstrap_servers": bootstrap}))
+    except Exception as exc:  # the demo's result stands; say what is left behind
+        console.print(f"[yellow]could not delete the demo's topics ({', '.join(prefixes)}*): {exc}[/yellow]",
+                      highlight=False)
+
+
 def run_demo(console: Console, bootstrap: str, redis_url: str, minutes: float = 2.0, seed: int = 1) -> int:
     """Returns the exit status: 0 when cooldowns were emitted, written to Redis and expired.
 
     Everything is the run's own: topics, consumer group and Redis keys (`demo-<id>:` prefix, as a LiteLLM
     RedisCache namespace), so cooldowns of another worker on the same Redis never show up here; the working
-    directory (config, worker log, state) is removed at the end, the worker log's tail printed if it failed.
+    directory (config, worker log, state) and the topics are removed at the end, the worker log's tail printed
+    if it failed.
     """
     run_id = uuid.uuid4().hex[:8]
     topics = Topics(f"demo-{run_id}.")
@@ -242,6 +253,8 @@ def run_demo(console: Console, bootstrap: str, redis_url: str, minutes: float = 
                 worker.wait(30)
             except subprocess.TimeoutExpired:
                 worker.kill()
+                worker.wait()
+            _drop_topics(console, bootstrap, [topics.prefix, f"demo-{run_id}-"])
         reasons = Counter(cd.reason for cd in state.cooldowns)
         console.line()
         console.print(

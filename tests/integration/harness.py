@@ -32,6 +32,7 @@ from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient
 from prometheus_client.parser import text_string_to_metric_families
 
+from coolant.io import admin as kafka_admin
 from coolant.io.admin import ensure_topics
 from coolant.streams.faust_adapter import PATH_ENV, PLAIN_NOTICE
 from coolant.topics import Topics, partition_of
@@ -443,18 +444,8 @@ async def create_topics(bootstrap: str, prefix: str, partitions: int, timeout: f
 
 async def delete_topics(bootstrap: str, prefixes: Iterable[str]) -> None:
     """Best effort: drop the topics a test created (its prefix, its app id's changelogs)."""
-    prefixes = tuple(prefixes)
-    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap, request_timeout_ms=10000)
-    try:
-        await admin.start()
-        names = [t for t in await admin.list_topics() if t.startswith(prefixes)]
-        if names:
-            await admin.delete_topics(names)
-    except Exception:
-        pass
-    finally:
-        with contextlib.suppress(Exception):
-            await admin.close()
+    with contextlib.suppress(Exception):
+        await kafka_admin.delete_topics(prefixes, {"bootstrap_servers": bootstrap, "request_timeout_ms": 10000})
 
 
 # ---------------------------------------------------------------------------------------------------------------

@@ -18,8 +18,9 @@ from pathlib import Path
 import orjson
 import pytest
 import redis.asyncio as redis_asyncio
+from aiokafka.admin import AIOKafkaAdminClient
 
-from .harness import Case
+from .harness import Case, wait_for
 
 pytestmark = pytest.mark.integration
 
@@ -50,3 +51,15 @@ async def test_demo_one_minute_through_a_pipe(case: Case, kafka_bootstrap: str) 
     assert "gemini-flash-free-2" in out, "the broken key's id, whole, in the feed table"
     assert "…" not in out, f"something was cut:\n{out}"
     assert set(tmp.glob("coolant-demo-*")) == before, "the demo left its working directory behind"
+    run = re.search(r"topics (demo-[0-9a-f]+)\.\*", out)
+    assert run, f"the demo names its topics:\n{out}"
+
+    async def topics_gone() -> bool:
+        admin = AIOKafkaAdminClient(bootstrap_servers=kafka_bootstrap)
+        await admin.start()
+        try:
+            return not [t for t in await admin.list_topics() if t.startswith(run[1])]
+        finally:
+            await admin.close()
+
+    await wait_for(topics_gone, f"the demo's topics ({run[1]}*) to be deleted", timeout=30)
