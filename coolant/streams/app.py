@@ -353,8 +353,9 @@ class Pipeline:
         )
         app.before_stop = self._drain
         app.on_partitions_revoked.connect(self._on_partitions_revoked)
-        self._fenced: int | None = None
-        """The consumer generation whose partitions were last revoked: its messages still in hand are stale."""
+        app.on_partitions_assigned.connect(self._on_partitions_assigned)
+        self._revoked = False
+        """Partitions were revoked and the new assignment has not come yet: every message in hand is stale."""
         self._stopping = False
         self._busy = 0
         """Batches being decided now (both paths)."""
@@ -488,8 +489,11 @@ class Pipeline:
         self, topic: str, expected: type[Outcome] | type[Health], batch: list[Any], *, ack: bool = True,
         arrived: float | None = None,
     ) -> None:
-        if self._fenced is not None:
-            batch = self._unfenced(topic, batch)
+        if not batch:
+            return
+        generation = self.app.consumer_generation_id
+        if self._revoked or batch[0].generation_id != generation or batch[-1].generation_id != generation:
+            batch = self._fresh(topic, batch, generation)  # (a batch's generations only ever go one way)
             if not batch:
                 return
         self._busy += 1
@@ -533,14 +537,17 @@ class Pipeline:
                 self._idle.set()
         self.stall.progressed()
 
-    def _unfenced(self, topic: str, batch: list[Any]) -> list[Any]:
-        """The messages fetched since the last rebalance; the others are left undecided and unacknowledged.
+    def _fresh(self, topic: str, batch: list[Any], generation: int) -> list[Any]:
+        """The messages fetched in the current consumer generation; the others are left undecided and
+        unacknowledged.
 
-        A message fetched before a revocation may belong to a partition another worker now owns, which reads it
-        again from the committed offset; deciding it here too would emit its cooldowns twice. (On the plain path
-        Faust's stream skips such messages itself, but not those already in a `take_events` buffer.)"""
-        fenced = self._fenced
-        fresh = [m for m in batch if m.generation_id is None or m.generation_id > fenced]
+        A message fetched before a rebalance may belong to a partition another worker now owns, which reads it
+        again from the committed offset; deciding it here too would emit its cooldowns twice. A partition kept is
+        sought back to its commit as well, so it is read again here. This is Faust's own rule for its streams
+        (which skip a message whose `generation_id` is not the app's `consumer_generation_id`), applied to the
+        lanes' batches and to the plain path's `take_events` buffer, which the stream filled before the
+        rebalance; between a revocation and the next assignment nothing is fresh."""
+        fresh = [] if self._revoked else [m for m in batch if m.generation_id == generation]
         if len(fresh) < len(batch):
             metrics.RECORDS.labels(topic, "stale").inc(len(batch) - len(fresh))
         return fresh
@@ -553,13 +560,17 @@ class Pipeline:
         revocation) and recovers the tables from their changelogs first; only writes that are durable before
         it reads the changelogs' end offsets are in what it recovers. A batch still being decided after that
         would have its records decided again by the next owner, with a state that never saw them: the same
-        cooldowns twice. Batches taken from now on hold only stale messages (`_unfenced`).
+        cooldowns twice. Batches taken from now on hold only stale messages (`_fresh`).
         Faust's `on_partitions_revoked` signal (`args`: the revoked partitions) is its documented rebalance hook."""
-        self._fenced = app.consumer_generation_id
+        self._revoked = True
         decided = await self._wait_idle("rebalance")
         await app.producer.flush()
         if decided and args and args[0]:
             log.info("rebalance: batches in hand decided and flushed (%d partitions revoked)", len(args[0]))
+
+    async def _on_partitions_assigned(self, app: Any, /, *args: Any, **_: Any) -> None:
+        """The new assignment (and its generation: `app.consumer_generation_id`) is in place."""
+        self._revoked = False
 
     async def _wait_idle(self, why: str) -> bool:
         """Wait (up to the shutdown timeout) until no batch is being decided; False if one still was."""

@@ -64,8 +64,9 @@ class Message:
     value: bytes | None
     timestamp: float = 0.0
     """Its Kafka timestamp (epoch seconds; the publisher's clock): `deliver` stamps the time it hands it over."""
-    generation_id: int | None = None
-    """The consumer group generation it was fetched in (Faust stamps every message; `deliver` stamps the app's)."""
+    generation_id: int = 0
+    """The consumer group generation it was fetched in (Faust stamps every message; `deliver` stamps the app's,
+    0 until an assignment as in Faust)."""
 
 
 Event = tuple[str, str, bytes | None, int | None]

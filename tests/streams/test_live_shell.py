@@ -16,7 +16,7 @@ from coolant.config.loader import Config, load_config, parse_config
 from coolant.config.overrides import override
 from coolant.io.materializer import EarlyWrites
 from coolant.processors import Engine
-from coolant.schemas import Cooldown, HealthTransition, InvalidRecord, decode, encode
+from coolant.schemas import Cooldown, HealthTransition, InvalidRecord, Outcome, decode, encode
 from coolant.streams import metrics
 from tests.integration.harness import T0, fleet_traffic, outcome, probe_traffic, write_config
 
@@ -232,32 +232,43 @@ async def test_stopping_lets_the_batch_in_hand_finish(cfg: Config) -> None:
 
 async def test_a_revocation_waits_for_the_batch_in_hand_and_leaves_what_was_fetched_before_it(cfg: Config) -> None:
     """A rebalance: Faust's `on_partitions_revoked` signal returns only once the batch being decided is durable
-    (its states flushed), so the next owner recovers them; a message fetched before the revocation and taken
-    after it is stale: neither decided nor acknowledged (the next owner reads it again from the commit)."""
+    (its states flushed), so the next owner recovers them. A message fetched in an earlier consumer generation is
+    stale: neither decided nor acknowledged (its partition is read again from the commit, here or elsewhere)."""
     w = MemoryWorker(cfg)
-    app = w.pipeline.app
+    app, p = w.pipeline.app, w.pipeline
     app.consumer_generation_id = 3
     w.start()
     w.producer.hold()
     await w.deliver(w.names.outcomes, [auth_error("r1", "dep-02", 1)])
     await w.changed.until(lambda: w.producer.held >= 1, "the cooldown to be sent")
-    revoking = asyncio.create_task(w.pipeline._on_partitions_revoked(app, {("outcomes", 0)}))
+    revoking = asyncio.create_task(p._on_partitions_revoked(app, {("outcomes", 0)}))
     await asyncio.sleep(0.05)
     assert not revoking.done(), "the revocation must wait for the batch in hand"
-    stale_before = metrics.RECORDS.labels(w.names.outcomes, "stale")._value.get()
-    stale = await w.deliver(w.names.outcomes, [auth_error("r2", "dep-05", 2)])  # fetched in generation 3
     w.producer.release()
     await asyncio.wait_for(revoking, 10)
     assert w.producer.flushes >= 1
     assert [m.offset for m in w.consumer.acked] == [0]
     assert [cd["deployment_id"] for cd in w.records(w.names.cooldowns)] == ["dep-02"]
-    # the next generation's fetch of the same record is decided (in a later batch than the stale one)
-    app.consumer_generation_id = 4
-    again = await w.deliver(w.names.outcomes, [auth_error("r2", "dep-05", 2)])
-    await w.changed.until(lambda: len(w.consumer.acked) == 2, "the re-fetched record to be acknowledged")
-    assert w.consumer.acked[1] is again[0] and stale[0] not in w.consumer.acked
-    assert metrics.RECORDS.labels(w.names.outcomes, "stale")._value.get() == stale_before + 1
+
+    stale_before = metrics.RECORDS.labels(w.names.outcomes, "stale")._value.get()
+    r2 = auth_error("r2", "dep-05", 2)
+    during = Message(w.names.outcomes, w.partition("dep-05"), 0, b"dep-05", r2, generation_id=3)
+    await p._decide_batch(w.names.outcomes, Outcome, [during])  # taken before the new assignment came
+    assert not w.records(w.names.cooldowns)[1:] and during not in w.consumer.acked
+
+    app.consumer_generation_id = 4  # the new assignment
+    await p._on_partitions_assigned(app, {("outcomes", 0)})
+    late = Message(w.names.outcomes, w.partition("dep-05"), 1, b"dep-05", r2, generation_id=3)
+    await p._decide_batch(w.names.outcomes, Outcome, [late])  # fetched before the rebalance, taken after it
+    again = await w.deliver(w.names.outcomes, [r2])  # read again from the commit
+    await w.changed.until(lambda: len(w.consumer.acked) == 2, "the re-read record to be acknowledged")
+    assert w.consumer.acked[1] is again[0]
+    assert metrics.RECORDS.labels(w.names.outcomes, "stale")._value.get() == stale_before + 2
     assert [cd["deployment_id"] for cd in w.records(w.names.cooldowns)] == ["dep-02", "dep-05"]
+
+    app.consumer_generation_id = 1  # a group deleted and made again counts its generations from the start
+    await w.deliver(w.names.outcomes, [auth_error("r3", "dep-07", 3)])
+    await w.changed.until(lambda: len(w.consumer.acked) == 3, "a record of the lower generation to be decided")
     await w.stop()
 
 
