@@ -7,7 +7,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from coolant.fastpath import for_policy, run_all
+from coolant.fastpath import collector_paused, for_policy, run_all
 from coolant.io.sources import Block
 from coolant.processors import Disposition, Policy, Skip
 from coolant.schemas import Cooldown, Health, HealthTransition, Outcome
@@ -95,33 +95,34 @@ def replay(
     dispositions = summary.dispositions
     deployments = summary.deployments
     # Plain successes are counted by the engine or the native side (`DeploymentState.counted`), added below.
-    for rec, step in run_all(path, blocks, summary.add_invalid):
-        dispositions[step.disposition] += 1
-        if step.disposition in _DROPPED:
-            continue  # dropped records count in `dispositions` only
-        if type(rec) is Outcome:
-            totals = deployments[rec.deployment_id]
-            totals.outcomes += 1
-            if not rec.ok:
-                totals.failures += 1
-        elif type(rec) is Health:
-            totals = deployments[rec.deployment_id]
-            totals.probes += 1
-            if step.health is not None:
-                summary.health_updates += 1
-                if step.transition is not None:
-                    summary.health_transitions += 1
-                    if transitions is not None:
-                        transitions(step.transition)
-        else:
-            continue  # deployment and cooldown records are only counted ("ignored")
-        cd = step.cooldown
-        if cd is not None:
-            summary.reasons[cd.reason] += 1
-            totals.add_cooldown(cd)
-            emit(cd)
-        elif step.suppressed is not None:
-            summary.suppressed[step.suppressed.model_group, step.suppressed.reason] += 1
+    with collector_paused():
+        for rec, step in run_all(path, blocks, summary.add_invalid):
+            dispositions[step.disposition] += 1
+            if step.disposition in _DROPPED:
+                continue  # dropped records count in `dispositions` only
+            if type(rec) is Outcome:
+                totals = deployments[rec.deployment_id]
+                totals.outcomes += 1
+                if not rec.ok:
+                    totals.failures += 1
+            elif type(rec) is Health:
+                totals = deployments[rec.deployment_id]
+                totals.probes += 1
+                if step.health is not None:
+                    summary.health_updates += 1
+                    if step.transition is not None:
+                        summary.health_transitions += 1
+                        if transitions is not None:
+                            transitions(step.transition)
+            else:
+                continue  # deployment and cooldown records are only counted ("ignored")
+            cd = step.cooldown
+            if cd is not None:
+                summary.reasons[cd.reason] += 1
+                totals.add_cooldown(cd)
+                emit(cd)
+            elif step.suppressed is not None:
+                summary.suppressed[step.suppressed.model_group, step.suppressed.reason] += 1
     for deployment_id, st in engine.states.items():
         if st.counted:
             dispositions[Disposition.COUNTED] += st.counted

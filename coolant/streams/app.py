@@ -31,7 +31,7 @@ from coolant.processors.redact import redact
 from coolant.schemas import Cooldown, Health, HealthTransition, InvalidRecord, Outcome, Record, decode, encode
 from coolant.streams import admin_api, metrics
 from coolant.streams.deadletter import ERROR_KEEP, deadletter_value
-from coolant.streams.faust_adapter import FetchTuning, partition_count
+from coolant.streams.faust_adapter import FetchTuning, keep_unacknowledged, partition_count
 from coolant.streams.faust_adapter import install as install_fast_path
 from coolant.streams.lane import FILL, Lane
 from coolant.streams.monitor import (
@@ -352,10 +352,12 @@ class Pipeline:
             broker_rebalance_timeout=opts.rebalance_timeout,
         )
         app.before_stop = self._drain
-        app.on_partitions_revoked.connect(self._on_partitions_revoked)
-        app.on_partitions_assigned.connect(self._on_partitions_assigned)
-        self._revoked = False
-        """Partitions were revoked and the new assignment has not come yet: every message in hand is stale."""
+        # weak: mode keeps a class-level receiver set per signal, which would keep every Pipeline of a process
+        app.on_partitions_revoked.connect(self._on_partitions_revoked, weak=True)
+        app.on_partitions_assigned.connect(self._on_partitions_assigned, weak=True)
+        self._revoked: int | None = None
+        """The consumer generation whose partitions were revoked, until a new one is assigned: while the app is
+        still in it, every message in hand is stale."""
         self._stopping = False
         self._busy = 0
         """Batches being decided now (both paths)."""
@@ -492,8 +494,12 @@ class Pipeline:
         if not batch:
             return
         generation = self.app.consumer_generation_id
-        if self._revoked or batch[0].generation_id != generation or batch[-1].generation_id != generation:
-            batch = self._fresh(topic, batch, generation)  # (a batch's generations only ever go one way)
+        if generation == self._revoked or batch[0].generation_id != generation or batch[-1].generation_id != generation:
+            # (a batch's generations only ever go one way)
+            batch, stale = self._fresh(topic, batch, generation)
+            if not ack:  # the plain path: Faust's take_events acknowledges the whole batch after this
+                for message in stale:
+                    keep_unacknowledged(message)
             if not batch:
                 return
         self._busy += 1
@@ -537,9 +543,9 @@ class Pipeline:
                 self._idle.set()
         self.stall.progressed()
 
-    def _fresh(self, topic: str, batch: list[Any], generation: int) -> list[Any]:
-        """The messages fetched in the current consumer generation; the others are left undecided and
-        unacknowledged.
+    def _fresh(self, topic: str, batch: list[Any], generation: int) -> tuple[list[Any], list[Any]]:
+        """The messages fetched in the current consumer generation, and the others (stale), which are left
+        undecided and unacknowledged.
 
         A message fetched before a rebalance may belong to a partition another worker now owns, which reads it
         again from the committed offset; deciding it here too would emit its cooldowns twice. A partition kept is
@@ -547,10 +553,14 @@ class Pipeline:
         (which skip a message whose `generation_id` is not the app's `consumer_generation_id`), applied to the
         lanes' batches and to the plain path's `take_events` buffer, which the stream filled before the
         rebalance; between a revocation and the next assignment nothing is fresh."""
-        fresh = [] if self._revoked else [m for m in batch if m.generation_id == generation]
-        if len(fresh) < len(batch):
-            metrics.RECORDS.labels(topic, "stale").inc(len(batch) - len(fresh))
-        return fresh
+        if generation == self._revoked:
+            fresh, stale = [], batch
+        else:
+            fresh = [m for m in batch if m.generation_id == generation]
+            stale = [m for m in batch if m.generation_id != generation]
+        if stale:
+            metrics.RECORDS.labels(topic, "stale").inc(len(stale))
+        return fresh, stale
 
     async def _on_partitions_revoked(self, app: Any, /, *args: Any, **_: Any) -> None:
         """A rebalance takes partitions away: let the batches in hand finish and their writes reach Kafka before
@@ -562,23 +572,25 @@ class Pipeline:
         would have its records decided again by the next owner, with a state that never saw them: the same
         cooldowns twice. Batches taken from now on hold only stale messages (`_fresh`).
         Faust's `on_partitions_revoked` signal (`args`: the revoked partitions) is its documented rebalance hook."""
-        self._revoked = True
-        decided = await self._wait_idle("rebalance")
+        self._revoked = app.consumer_generation_id
+        # the group waits `rebalance_timeout` for this member to rejoin: leave room for the flush and the join
+        decided = await self._wait_idle("rebalance", min(self.opts.shutdown_timeout, self.opts.rebalance_timeout / 2))
         await app.producer.flush()
         if decided and args and args[0]:
             log.info("rebalance: batches in hand decided and flushed (%d partitions revoked)", len(args[0]))
 
     async def _on_partitions_assigned(self, app: Any, /, *args: Any, **_: Any) -> None:
-        """The new assignment (and its generation: `app.consumer_generation_id`) is in place."""
-        self._revoked = False
+        """The new assignment is in place (the revoked generation's fence already fell when the consumer took
+        the new generation; this also ends it should a group made again reuse the number)."""
+        self._revoked = None
 
-    async def _wait_idle(self, why: str) -> bool:
-        """Wait (up to the shutdown timeout) until no batch is being decided; False if one still was."""
+    async def _wait_idle(self, why: str, timeout: float) -> bool:
+        """Wait (up to `timeout` seconds) until no batch is being decided; False if one still was."""
         try:
-            await asyncio.wait_for(self._idle.wait(), self.opts.shutdown_timeout)
+            await asyncio.wait_for(self._idle.wait(), timeout)
         except TimeoutError:
             log.warning("%s: a batch was still being decided after %.0f s; its records will be decided again "
-                        "by the next owner", why, self.opts.shutdown_timeout)
+                        "by the next owner", why, timeout)
             return False
         return True
 
@@ -587,7 +599,7 @@ class Pipeline:
         self._stopping = True
         for lane in self.lanes.values():
             lane.wake()
-        if await self._wait_idle("shutdown"):
+        if await self._wait_idle("shutdown", self.opts.shutdown_timeout):
             log.info("shutdown: batches in hand decided")
         if self.early is not None:  # a cooldown decided last reaches Redis now, not at the next owner's materializer
             with contextlib.suppress(TimeoutError):

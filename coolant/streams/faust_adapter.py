@@ -21,7 +21,8 @@ The fast path (`install`) overrides, and why:
    misrouting check (`partition_count`, `routing.py`): Faust's `topic_partitions` reads aiokafka's group metadata
    snapshot, which only the group leader keeps. Both paths use it.
 Both paths also use `Table.data` (the table's in-memory store, read and written by `pathstore.py` and the
-history agent) and `Producer.send(topic, key, value, partition, ...)`, Faust's documented producer call.
+history agent) and `Producer.send(topic, key, value, partition, ...)`, Faust's documented producer call. The
+plain path sets `Message.acked` on a stale message of a `take_events` batch (`keep_unacknowledged`).
 
 `install` refuses the fast path on a faust-streaming version not in TESTED_FAUST, with one log line, and
 installs nothing; the worker then runs the plain path (`Pipeline`): agents over `stream.take_events()`
@@ -288,6 +289,14 @@ def committed_offsets(consumer: Any) -> Mapping[Any, int | None] | None:
         return None
     offsets: Mapping[Any, int | None] = consumer._committed_offset
     return offsets
+
+
+def keep_unacknowledged(message: Any) -> None:
+    """A stale message of a `take_events` batch (fetched before a rebalance: `Pipeline._fresh`) that Faust will
+    acknowledge with the rest of the batch must not count: its partition is read again from the last commit, and
+    an acknowledgement recorded after the revocation could let a commit pass it undecided. Marked acknowledged
+    already, `Message.ack` and `Consumer.ack` record nothing for it, as for a message Faust's own streams skip."""
+    message.acked = True
 
 
 def partition_count(app: Any, topic: str) -> int | None:

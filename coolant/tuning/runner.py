@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from types import TracebackType
 from typing import Any
 
-from coolant.fastpath import NativePath, for_policy, run_all
+from coolant.fastpath import NativePath, collector_paused, for_policy, run_all
 from coolant.io.sources import Block
 from coolant.processors import Engine, Step
 from coolant.processors.policy import Policy
@@ -78,18 +78,19 @@ def evaluate(
     `blocks` of the same records, the native success path (FP2) reads its plain successes from them."""
     spans: dict[str, list[CooldownSpan]] = {}
     suppressed = 0
-    for rec, step in _steps(policy, records, blocks):  # plain successes (FP1, FP2) yield nothing: they cool nothing
-        cd = step.cooldown
-        if cd is None:
-            if step.suppressed is not None:
-                suppressed += 1
-            continue
-        span = CooldownSpan(cd.ts, cd.until, cd.reason, type(rec) is Outcome and not rec.ok)
-        mine = spans.get(cd.deployment_id)
-        if mine is None:
-            spans[cd.deployment_id] = [span]
-        else:
-            mine.append(span)
+    with collector_paused():
+        for rec, step in _steps(policy, records, blocks):  # plain successes (FP1, FP2) yield nothing: they cool nothing
+            cd = step.cooldown
+            if cd is None:
+                if step.suppressed is not None:
+                    suppressed += 1
+                continue
+            span = CooldownSpan(cd.ts, cd.until, cd.reason, type(rec) is Outcome and not rec.ok)
+            mine = spans.get(cd.deployment_id)
+            if mine is None:
+                spans[cd.deployment_id] = [span]
+            else:
+                mine.append(span)
     figures = policy_figures(traffic, spans, flap_window, suppressed)
     timelines = {d: [(s.start, s.until, s.reason) for s in spans.get(d, ())] for d in charted}
     return Evaluation(figures, timelines)

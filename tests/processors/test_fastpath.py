@@ -9,6 +9,7 @@ blocks; cooldowns (with their trigger event ids), the summary and every deployme
 
 from __future__ import annotations
 
+import gc
 import json
 import os
 import random
@@ -21,8 +22,9 @@ from test_properties import Case, _dense, cases
 
 from coolant import fastpath, schemas
 from coolant.io.sources import Block
-from coolant.processors import Policy
+from coolant.processors import Engine, Policy
 from coolant.replay import run
+from tests.integration.harness import T0, outcome
 
 if not fastpath.available() and os.environ.get("REQUIRE_NATIVE") == "1":  # scripts/test, where cargo is present
     raise RuntimeError("REQUIRE_NATIVE=1 but coolant_native is not built (see .local/native-build.log)")
@@ -245,3 +247,19 @@ def test_a_mutant_native_path_is_caught(mutant: str, monkeypatch: pytest.MonkeyP
         settings=settings(max_examples=500, deadline=None, database=None,
                           suppress_health_check=list(HealthCheck)),
     )
+
+
+def test_the_collector_is_paused_for_a_run_and_on_again_after_it_even_when_the_run_fails() -> None:
+    assert gc.isenabled()
+    with pytest.raises(ValueError), fastpath.collector_paused():
+        assert not gc.isenabled()
+        raise ValueError("a run that fails")
+    assert gc.isenabled()
+
+
+def test_the_native_path_refuses_an_engine_that_holds_states() -> None:
+    """The native side meets a deployment it has no entry for as new: a state the engine holds would be lost."""
+    engine = Engine(Policy())
+    engine.feed(schemas.decode(outcome("e1", T0, "dep-01", True)))
+    with pytest.raises(AssertionError, match="no deployment states"):
+        fastpath.NativePath(engine)

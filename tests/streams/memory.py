@@ -53,9 +53,10 @@ class Sent:
     partition: int | None
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True, eq=False)
 class Message:
-    """What the consumer hands a lane: the fields of Faust's `Message` the shell reads."""
+    """What the consumer hands a lane: the fields of Faust's `Message` the shell reads (compared by identity,
+    as Faust's)."""
 
     topic: str
     partition: int
@@ -67,6 +68,8 @@ class Message:
     generation_id: int = 0
     """The consumer group generation it was fetched in (Faust stamps every message; `deliver` stamps the app's,
     0 until an assignment as in Faust)."""
+    acked: bool = False
+    """Faust's flag: set, its acknowledgement records nothing (`faust_adapter.keep_unacknowledged`)."""
 
 
 Event = tuple[str, str, bytes | None, int | None]

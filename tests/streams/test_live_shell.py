@@ -255,16 +255,19 @@ async def test_a_revocation_waits_for_the_batch_in_hand_and_leaves_what_was_fetc
     during = Message(w.names.outcomes, w.partition("dep-05"), 0, b"dep-05", r2, generation_id=3)
     await p._decide_batch(w.names.outcomes, Outcome, [during])  # taken before the new assignment came
     assert not w.records(w.names.cooldowns)[1:] and during not in w.consumer.acked
+    plain = Message(w.names.outcomes, w.partition("dep-05"), 0, b"dep-05", r2, generation_id=3)
+    await p._decide_batch(w.names.outcomes, Outcome, [plain], ack=False)  # the plain path's take_events batch
+    assert plain.acked, "Faust's own acknowledgement of the batch must record nothing for a stale message"
 
-    app.consumer_generation_id = 4  # the new assignment
-    await p._on_partitions_assigned(app, {("outcomes", 0)})
+    app.consumer_generation_id = 4  # the consumer took the new generation; Faust's assignment signal comes later
     late = Message(w.names.outcomes, w.partition("dep-05"), 1, b"dep-05", r2, generation_id=3)
     await p._decide_batch(w.names.outcomes, Outcome, [late])  # fetched before the rebalance, taken after it
     again = await w.deliver(w.names.outcomes, [r2])  # read again from the commit
     await w.changed.until(lambda: len(w.consumer.acked) == 2, "the re-read record to be acknowledged")
     assert w.consumer.acked[1] is again[0]
-    assert metrics.RECORDS.labels(w.names.outcomes, "stale")._value.get() == stale_before + 2
+    assert metrics.RECORDS.labels(w.names.outcomes, "stale")._value.get() == stale_before + 3
     assert [cd["deployment_id"] for cd in w.records(w.names.cooldowns)] == ["dep-02", "dep-05"]
+    await p._on_partitions_assigned(app, {("outcomes", 0)})
 
     app.consumer_generation_id = 1  # a group deleted and made again counts its generations from the start
     await w.deliver(w.names.outcomes, [auth_error("r3", "dep-07", 3)])
