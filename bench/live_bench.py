@@ -329,8 +329,12 @@ async def sustain_run(worker: Worker, prefix: str, rate: float, seconds: float) 
         await producer.stop()
 
 
-async def latency_run(prefix: str, rate: float, probes: int) -> list[float]:
-    producer = AIOKafkaProducer(bootstrap_servers=BOOTSTRAP, linger_ms=0)
+async def latency_run(prefix: str, rate: float, probes: int, linger_ms: int = 0) -> list[float]:
+    """Probe latencies at `rate` records/s. The publisher is a plain aiokafka producer with acks=1, as
+    `coolant.publish.Publisher` sends, batching for `linger_ms` (the Publisher's default is 20; 0, the lowest a
+    gateway can choose, unless --publisher-linger-ms): a probe's time starts at its `send`, so its wait behind the
+    produce request in flight counts, as a gateway's would."""
+    producer = AIOKafkaProducer(bootstrap_servers=BOOTSTRAP, linger_ms=linger_ms, acks=1)
     redis = redis_asyncio.from_url(REDIS_URL)
     await producer.start()
     topic = prefix + "outcomes"
@@ -468,6 +472,9 @@ def main() -> None:
     p.add_argument("--profile", type=Path, help="py-spy raw folded stacks of the capacity worker to this file")
     p.add_argument("--memory-profile", action="store_true",
                    help="tracemalloc in every worker: its heap by package at the end of each phase")
+    p.add_argument("--publisher-linger-ms", type=int, default=0,
+                   help="the latency phase's publisher batching in ms (default 0, the lowest; coolant's Publisher "
+                   "defaults to 20, which every record of a gateway with the default waits at most)")
     p.add_argument("--worker-args", default="",
                    help="more `coolant worker` options for every worker, e.g. '--fetch-min-bytes 1' (one string)")
     a = p.parse_args()
@@ -507,7 +514,7 @@ def main() -> None:
             worker.wait_ready()
             time.sleep(3)  # let the consumer group settle before timing
             cpu, wall = worker.cpu_seconds(), time.perf_counter()
-            lat = sorted(asyncio.run(latency_run(prefix, a.rate, a.probes)))
+            lat = sorted(asyncio.run(latency_run(prefix, a.rate, a.probes, a.publisher_linger_ms)))
             busy = (worker.cpu_seconds() - cpu) / (time.perf_counter() - wall)
             memory = f"worker CPU {busy:.0%} of a core; " + worker.memory_line()
             stages = stage_line(worker)
@@ -515,7 +522,8 @@ def main() -> None:
             worker.stop()
         q = statistics.quantiles(lat, n=100, method="inclusive")
         ms = {name: q[i] * 1000 for name, i in (("p50", 49), ("p95", 94), ("p99", 98))}
-        print(f"latency    produce -> Redis key visible at {a.rate:,.0f} records/s, {len(lat)} probes: "
+        linger = f" (publisher linger {a.publisher_linger_ms} ms)" if a.publisher_linger_ms else ""
+        print(f"latency    produce -> Redis key visible at {a.rate:,.0f} records/s, {len(lat)} probes{linger}: "
               + ", ".join(f"{k} {v:.1f} ms" for k, v in ms.items()) + f", max {lat[-1] * 1000:.1f} ms; {memory}")
         print(stages)
     if a.sustain:
