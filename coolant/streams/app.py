@@ -31,7 +31,7 @@ from coolant.processors.redact import redact
 from coolant.schemas import Cooldown, Health, HealthTransition, InvalidRecord, Outcome, Record, decode, encode
 from coolant.streams import admin_api, metrics
 from coolant.streams.deadletter import ERROR_KEEP, deadletter_value
-from coolant.streams.faust_adapter import FetchTuning, keep_unacknowledged, partition_count
+from coolant.streams.faust_adapter import FetchTuning, keep_unacknowledged, partition_count, recovery_state
 from coolant.streams.faust_adapter import install as install_fast_path
 from coolant.streams.lane import FILL, Lane
 from coolant.streams.monitor import (
@@ -398,7 +398,7 @@ class Pipeline:
             token=opts.admin_token, write_rate=opts.admin_rate,
         )
         self.admin.register()
-        self.stall = StallWatch()
+        self.stall = StallWatch(diagnose=lambda: recovery_state(app))
         inputs = (self.outcomes.get_topic_name(), self.health.get_topic_name())
         app.timer(LAG_INTERVAL, name="consumer-lag")(LagReporter(app, self.stall.waiting, inputs).run)
         if sink is not None:

@@ -20,6 +20,8 @@ The fast path (`install`) overrides, and why:
 6. `Consumer._thread._consumer` (the aiokafka consumer) is asked an input topic's partition count for the
    misrouting check (`partition_count`, `routing.py`): Faust's `topic_partitions` reads aiokafka's group metadata
    snapshot, which only the group leader keeps. Both paths use it.
+7. A stalled worker's log line describes Faust's table recovery (`recovery_state`): its offsets and end offsets,
+   the consumer's read offsets, aiokafka's fetch positions and paused partitions. Read only, on a stall only.
 Both paths also use `Table.data` (the table's in-memory store, read and written by `pathstore.py` and the
 history agent) and `Producer.send(topic, key, value, partition, ...)`, Faust's documented producer call. The
 plain path sets `Message.acked` on a stale message of a `take_events` batch (`keep_unacknowledged`).
@@ -297,6 +299,29 @@ def keep_unacknowledged(message: Any) -> None:
     an acknowledgement recorded after the revocation could let a commit pass it undecided. Marked acknowledged
     already, `Message.ack` and `Consumer.ack` record nothing for it, as for a message Faust's own streams skip."""
     message.acked = True
+
+
+def recovery_state(app: Any) -> str:
+    """One line on Faust's table recovery, for the stall log: whether it runs and, for each changelog partition
+    it still waits on, its offset / end there, the consumer's read offset, aiokafka's fetch position and whether
+    aiokafka has it paused. (Seen: a survivor waited minutes for changelog records that never came.)"""
+    recovery = app.tables.recovery
+    if not recovery.in_recovery:
+        return "table recovery: not running"
+    consumer = app.consumer
+    client = consumer._thread._consumer
+    paused = set(client.paused())
+    assignment = client._subscription.subscription.assignment
+    parts = []
+    for tp, remaining in sorted(recovery.active_remaining().items()):
+        if remaining <= 0:
+            continue
+        state = assignment.state_value(tp) if assignment is not None else None
+        position = getattr(state, "position", None)
+        parts.append(f"{tp.topic}[{tp.partition}] at {recovery.active_offsets.get(tp)} of "
+                     f"{recovery.active_highwaters.get(tp)}, read {consumer._read_offset.get(tp)}, "
+                     f"fetch position {position}{', paused' if tp in paused else ''}")
+    return "table recovery waits on " + ("; ".join(parts) or "nothing")
 
 
 def partition_count(app: Any, topic: str) -> int | None:

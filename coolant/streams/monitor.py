@@ -93,9 +93,12 @@ class StallWatch:
     LAG_INTERVAL; progress is every batch the input lanes decide.
     """
 
-    def __init__(self, after: float = STALL_AFTER, clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(self, after: float = STALL_AFTER, clock: Callable[[], float] = time.monotonic,
+                 diagnose: Callable[[], str] | None = None) -> None:
         self.after = after
         self.clock = clock
+        self.diagnose = diagnose
+        """What the stall log line adds (e.g. the table recovery's progress): the next step of finding a cause."""
         self._since_progress = clock()
         self.stalled_since: float | None = None
 
@@ -115,8 +118,16 @@ class StallWatch:
         if self.stalled_since is None and now - self._since_progress >= self.after:
             self.stalled_since = self._since_progress
             metrics.STALLED.set(1)
-            log.error("stalled: %d input records wait and none was decided for %.0f s", records,
-                      now - self._since_progress)
+            log.error("stalled: %d input records wait and none was decided for %.0f s%s", records,
+                      now - self._since_progress, self._diagnosis())
+
+    def _diagnosis(self) -> str:
+        if self.diagnose is None:
+            return ""
+        try:
+            return "; " + self.diagnose()
+        except Exception as exc:  # a diagnosis must never stop the report
+            return f"; (no diagnosis: {type(exc).__name__}: {exc})"
 
     def stalled_for(self) -> float | None:
         return None if self.stalled_since is None else self.clock() - self.stalled_since

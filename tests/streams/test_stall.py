@@ -2,8 +2,18 @@
 
 from __future__ import annotations
 
+import logging
+from pathlib import Path
+
+import pytest
+
+from coolant.config.loader import load_config
 from coolant.streams import metrics
+from coolant.streams.app import Pipeline, WorkerOptions
+from coolant.streams.faust_adapter import recovery_state
 from coolant.streams.monitor import StallWatch
+
+EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "litellm.yaml"
 
 
 class Clock:
@@ -39,3 +49,28 @@ def test_idle_is_not_stalled() -> None:
     clock.now += 30
     watch.waiting(5)  # records just arrived: the clock starts at the last idle reading
     assert watch.stalled_for() is None
+
+
+def test_the_stall_line_carries_the_diagnosis_and_a_failing_one_does_not_stop_it(
+        caplog: pytest.LogCaptureFixture) -> None:
+    clock = Clock()
+    watch = StallWatch(after=60, clock=clock, diagnose=lambda: "table recovery waits on x[0]")
+    clock.now += 60
+    with caplog.at_level(logging.ERROR, logger="coolant.streams.monitor"):
+        watch.waiting(3)
+    assert caplog.records[-1].getMessage().endswith("for 60 s; table recovery waits on x[0]")
+
+    def broken() -> str:
+        raise KeyError("tp")
+
+    watch = StallWatch(after=60, clock=clock, diagnose=broken)
+    clock.now += 60
+    with caplog.at_level(logging.ERROR, logger="coolant.streams.monitor"):
+        watch.waiting(3)
+    assert "(no diagnosis: KeyError" in caplog.records[-1].getMessage()
+    assert watch.stalled_for() == 60
+
+
+def test_recovery_state_of_a_worker_not_recovering() -> None:
+    p = Pipeline(load_config(EXAMPLE), WorkerOptions(web_port=16068, partitions=2), sink=None)
+    assert recovery_state(p.app) == "table recovery: not running"
