@@ -552,7 +552,7 @@ class Pipeline:
         sought back to its commit as well, so it is read again here. This is Faust's own rule for its streams
         (which skip a message whose `generation_id` is not the app's `consumer_generation_id`), applied to the
         lanes' batches and to the plain path's `take_events` buffer, which the stream filled before the
-        rebalance; between a revocation and the next assignment nothing is fresh."""
+        rebalance. While the app is still in the revoked generation, nothing is fresh."""
         if generation == self._revoked:
             fresh, stale = [], batch
         else:
