@@ -227,25 +227,19 @@ impl Index {
 
     #[inline]
     fn get(&self, deps: &[Dep], key: &[u8], h: u64) -> Option<u32> {
-        let mask = self.slots.len() - 1;
-        let tag = (h >> 32) as u32;
-        let mut i = h as usize & mask;
-        loop {
-            let (d, t) = self.slots[i];
-            if d == 0 {
-                return None;
-            }
-            if t == tag && deps[(d - 1) as usize].key() == key {
-                return Some(d - 1);
-            }
-            i = (i + 1) & mask;
-        }
+        self.probe(h, |d| deps[d as usize].key() == key)
     }
 
     /// The first entry whose hash bits match `h`'s, its key not compared (that would load the entry): a guess
     /// to prefetch, checked when the line is tallied.
     #[inline]
     fn guess(&self, h: u64) -> Option<u32> {
+        self.probe(h, |_| true)
+    }
+
+    /// Linear probing from `h`'s slot: the first entry whose hash bits match and that `is_it` accepts.
+    #[inline]
+    fn probe(&self, h: u64, is_it: impl Fn(u32) -> bool) -> Option<u32> {
         let mask = self.slots.len() - 1;
         let tag = (h >> 32) as u32;
         let mut i = h as usize & mask;
@@ -254,7 +248,7 @@ impl Index {
             if d == 0 {
                 return None;
             }
-            if t == tag {
+            if t == tag && is_it(d - 1) {
                 return Some(d - 1);
             }
             i = (i + 1) & mask;
