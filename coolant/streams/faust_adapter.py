@@ -22,6 +22,12 @@ The fast path (`install`) overrides, and why:
    snapshot, which only the group leader keeps. Both paths use it.
 7. A stalled worker's log line describes Faust's table recovery (`recovery_state`): its offsets and end offsets,
    the consumer's read offsets, aiokafka's fetch positions and paused partitions. Read only, on a stall only.
+8. `RecoveryWatch` rewinds a changelog partition whose records recovery never received: Faust's `getmany` drops
+   a fetched batch when flow control stopped while the fetch was in flight (a rebalance), and for a changelog
+   partition nothing seeks back (no committed offset), so aiokafka's position is past records recovery waits
+   for, forever. Seen: recovery at -1 of 9 on a `request-state` partition, read offset none, fetch position 10.
+   It reads `tables.recovery`'s `in_recovery`, `active_remaining()`, `active_offsets` and aiokafka's positions,
+   and seeks with Faust's `Consumer.seek`.
 Both paths also use `Table.data` (the table's in-memory store, read and written by `pathstore.py` and the
 history agent) and `Producer.send(topic, key, value, partition, ...)`, Faust's documented producer call. The
 plain path sets `Message.acked` on a stale message of a `take_events` batch (`keep_unacknowledged`).
@@ -267,9 +273,11 @@ def install(app: Any, lanes: Mapping[str, Lane], fetch: FetchTuning | None = Non
         why = f"{PATH_ENV}=plain; running the plain Faust path (agents over take_events batches)"
         app.transport.Consumer = _tuned(SeekSafeConsumer, fetch)
         guard_flow_control(app, {})
+        app.timer(REWIND_AFTER, name="recovery-watch")(RecoveryWatch(app).tick)
     else:
         app.transport.Consumer = _tuned(consumer_class(lanes), fetch)
         guard_flow_control(app, lanes)
+        app.timer(REWIND_AFTER, name="recovery-watch")(RecoveryWatch(app).tick)
         return None
 
     async def announce() -> None:
@@ -322,6 +330,49 @@ def recovery_state(app: Any) -> str:
                      f"{recovery.active_highwaters.get(tp)}, read {consumer._read_offset.get(tp)}, "
                      f"fetch position {position}{', paused' if tp in paused else ''}")
     return "table recovery waits on " + ("; ".join(parts) or "nothing")
+
+
+REWIND_AFTER = 10.0
+"""Seconds a changelog partition's recovery may stand still, its records fetched past it, before it is rewound."""
+
+
+class RecoveryWatch:
+    """Every tick during a table recovery: a changelog partition whose recovery offset has not moved since the last
+    tick although aiokafka's fetch position is past it lost its records (see 8 above); seek it back to the next
+    offset recovery needs. Recovery ignores records it has already applied, so a needless rewind costs a re-read."""
+
+    def __init__(self, app: Any) -> None:
+        self.app = app
+        self._last: dict[Any, int | None] = {}
+
+    async def tick(self) -> None:
+        try:
+            await self._check()
+        except Exception as exc:  # a watch must never stop the worker (e.g. a Faust whose internals moved)
+            log.warning("table recovery watch: %s: %s", type(exc).__name__, exc)
+
+    async def _check(self) -> None:
+        recovery = self.app.tables.recovery
+        if not recovery.in_recovery:
+            self._last.clear()
+            return
+        client = self.app.consumer._thread._consumer
+        assignment = client._subscription.subscription.assignment
+        last, self._last = self._last, {}
+        for tp, remaining in recovery.active_remaining().items():
+            if remaining <= 0:
+                continue
+            offset = recovery.active_offsets.get(tp)
+            self._last[tp] = offset
+            state = assignment.state_value(tp) if assignment is not None else None
+            position = getattr(state, "position", None)
+            start = 0 if offset is None or offset < 0 else offset + 1
+            if tp in last and last[tp] == offset and position is not None and position > start:
+                log.warning("table recovery: %s[%s] stood still at %s of %s with the fetch at %s; reading it again "
+                            "from %s", tp.topic, tp.partition, offset, recovery.active_highwaters.get(tp), position,
+                            start)
+                metrics.RECOVERY_REWINDS.inc()
+                await self.app.consumer.seek(tp, start)
 
 
 def partition_count(app: Any, topic: str) -> int | None:

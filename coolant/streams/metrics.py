@@ -146,6 +146,11 @@ HELD_RESUMES = Counter(
     "Stream partitions whose resume waited for their seek to the committed offset (the failover guard).",
     registry=REGISTRY,
 )
+RECOVERY_REWINDS = Counter(
+    "coolant_recovery_rewinds_total",
+    "Changelog partitions read again because table recovery stood still with the fetch past it (faust_adapter).",
+    registry=REGISTRY,
+)
 
 
 @functools.cache

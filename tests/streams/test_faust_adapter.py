@@ -1,10 +1,14 @@
-"""The version gate of the fast path: on an untested faust-streaming nothing private is installed."""
+"""The version gate of the fast path (on an untested faust-streaming nothing private is installed), and the
+recovery watch."""
 
 from __future__ import annotations
 
 from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
 
 import pytest
+from faust.types import TP
 
 from coolant.config.loader import load_config
 from coolant.streams import faust_adapter
@@ -75,3 +79,52 @@ async def test_the_fetch_settings_reach_the_kafka_consumer_on_both_paths(monkeyp
     tuning = other.app.transport.Consumer.fetch_tuning
     defaults = WorkerOptions()
     assert (tuning.max_wait_ms, tuning.min_bytes) == (defaults.fetch_max_wait_ms, defaults.fetch_min_bytes)
+
+
+class _Recovery:
+    def __init__(self, offsets: dict[Any, int], highwaters: dict[Any, int]) -> None:
+        self.in_recovery = True
+        self.active_offsets = offsets
+        self.active_highwaters = highwaters
+
+    def active_remaining(self) -> dict[Any, int]:
+        return {tp: hw - self.active_offsets[tp] for tp, hw in self.active_highwaters.items()}
+
+
+class _State:
+    def __init__(self, position: int) -> None:
+        self.position = position
+
+
+class _Consumer:
+    """Faust's consumer as `RecoveryWatch` reads it: aiokafka's fetch positions, and `seek`."""
+
+    def __init__(self, positions: dict[Any, int]) -> None:
+        self.positions = positions
+        self.sought: list[tuple[Any, int]] = []
+        assignment = SimpleNamespace(state_value=lambda tp: _State(self.positions[tp]))
+        client = SimpleNamespace(_subscription=SimpleNamespace(subscription=SimpleNamespace(assignment=assignment)))
+        self._thread = SimpleNamespace(_consumer=client)
+
+    async def seek(self, tp: Any, offset: int) -> None:
+        self.sought.append((tp, offset))
+        self.positions[tp] = offset
+
+
+async def test_a_changelog_partition_whose_recovery_stands_still_behind_the_fetch_is_read_again() -> None:
+    """The stall seen: recovery at -1 of 9, aiokafka's position at 10 (the batch dropped by Faust's getmany)."""
+    lost, busy = TP("app-request-state-changelog", 2), TP("app-request-seen-changelog", 0)
+    recovery = _Recovery({lost: -1, busy: 3}, {lost: 9, busy: 40})
+    consumer = _Consumer({lost: 10, busy: 20})
+    watch = faust_adapter.RecoveryWatch(SimpleNamespace(tables=SimpleNamespace(recovery=recovery), consumer=consumer))
+    await watch.tick()
+    assert consumer.sought == [], "one look is no evidence: the records may be on their way"
+    recovery.active_offsets[busy] = 12  # this one moved on
+    await watch.tick()
+    assert consumer.sought == [(lost, 0)]
+    recovery.active_offsets[busy] = 19
+    await watch.tick()  # the rewind took the position back: nothing more to do
+    assert consumer.sought == [(lost, 0)]
+    recovery.in_recovery = False
+    await watch.tick()
+    assert consumer.sought == [(lost, 0)]
