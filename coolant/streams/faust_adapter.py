@@ -319,17 +319,23 @@ def recovery_state(app: Any) -> str:
     consumer = app.consumer
     client = consumer._thread._consumer
     paused = set(client.paused())
-    assignment = client._subscription.subscription.assignment
     parts = []
     for tp, remaining in sorted(recovery.active_remaining().items()):
         if remaining <= 0:
             continue
-        state = assignment.state_value(tp) if assignment is not None else None
-        position = getattr(state, "position", None)
+        position = _fetch_position(client, tp)
         parts.append(f"{tp.topic}[{tp.partition}] at {recovery.active_offsets.get(tp)} of "
                      f"{recovery.active_highwaters.get(tp)}, read {consumer._read_offset.get(tp)}, "
                      f"fetch position {position}{', paused' if tp in paused else ''}")
     return "table recovery waits on " + ("; ".join(parts) or "nothing")
+
+
+def _fetch_position(client: Any, tp: Any) -> int | None:
+    """aiokafka's fetch position of `tp` (the next offset it will hand out), None before it has one."""
+    assignment = client._subscription.subscription.assignment
+    state = assignment.state_value(tp) if assignment is not None else None
+    position: int | None = getattr(state, "position", None)
+    return position
 
 
 REWIND_AFTER = 10.0
@@ -357,15 +363,13 @@ class RecoveryWatch:
             self._last.clear()
             return
         client = self.app.consumer._thread._consumer
-        assignment = client._subscription.subscription.assignment
         last, self._last = self._last, {}
         for tp, remaining in recovery.active_remaining().items():
             if remaining <= 0:
                 continue
             offset = recovery.active_offsets.get(tp)
             self._last[tp] = offset
-            state = assignment.state_value(tp) if assignment is not None else None
-            position = getattr(state, "position", None)
+            position = _fetch_position(client, tp)
             start = 0 if offset is None or offset < 0 else offset + 1
             if tp in last and last[tp] == offset and position is not None and position > start:
                 log.warning("table recovery: %s[%s] stood still at %s of %s with the fetch at %s; reading it again "
