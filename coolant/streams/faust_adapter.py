@@ -338,7 +338,7 @@ def _fetch_position(client: Any, tp: Any) -> int | None:
     return position
 
 
-REWIND_AFTER = 10.0
+REWIND_AFTER = 5.0
 """Seconds a changelog partition's recovery may stand still, its records fetched past it, before it is rewound."""
 
 
