@@ -16,7 +16,7 @@ use pyo3::intern;
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyList, PyString};
 use std::collections::HashMap;
-use std::hash::{BuildHasherDefault, Hasher};
+use std::hash::{BuildHasher, BuildHasherDefault, Hasher};
 
 const TS_MAX: f64 = 10_000_000_000.0; // B2
 const LATENCY_MAX: f64 = 1e15; // B3
@@ -73,18 +73,20 @@ impl Seen {
     }
 }
 
-/// FNV-1a over the id's UTF-8 bytes, then murmur3's finalizer so every bit of the table index is mixed.
-fn id_hash(bytes: &[u8]) -> u64 {
-    let mut h: u64 = 0xcbf29ce484222325;
-    for &b in bytes {
-        h ^= b as u64;
-        h = h.wrapping_mul(0x100000001b3);
+/// The hash of deployment and event ids: SipHash-1-3 (std's `RandomState`) under a key drawn once per
+/// `FastPath`. Keyed, so that no input file can be crafted to collide ids (a seen id's hash is its identity, L2)
+/// or to pile entries onto one probe run (the table is linear probing); the key changes positions only, never a
+/// result, except for a 64-bit collision, about one in 10^19 pairs.
+#[derive(Clone)]
+struct IdHash(std::collections::hash_map::RandomState);
+
+impl IdHash {
+    #[inline]
+    fn of(&self, bytes: &[u8]) -> u64 {
+        let mut h = self.0.build_hasher();
+        h.write(bytes);
+        h.finish()
     }
-    h ^= h >> 33;
-    h = h.wrapping_mul(0xff51afd7ed558ccd);
-    h ^= h >> 33;
-    h = h.wrapping_mul(0xc4ceb9fe1a85ec53);
-    h ^ (h >> 33)
 }
 
 /// Python's `ts // width` for ts >= 0 and width > 0 (Objects/floatobject.c, float_floor_div).
@@ -218,11 +220,12 @@ impl Dep {
 struct Index {
     slots: Vec<(u32, u32)>,
     len: usize,
+    hash: IdHash,
 }
 
 impl Index {
     fn new() -> Self {
-        Index { slots: vec![(0, 0); 1024], len: 0 }
+        Index { slots: vec![(0, 0); 1024], len: 0, hash: IdHash(Default::default()) }
     }
 
     #[inline]
@@ -261,7 +264,7 @@ impl Index {
             let old = std::mem::replace(&mut self.slots, bigger);
             self.len = 0;
             for (d, _) in old.into_iter().filter(|s| s.0 != 0) {
-                self.insert(deps, id_hash(deps[(d - 1) as usize].key()), d - 1);
+                self.insert(deps, self.hash.of(deps[(d - 1) as usize].key()), d - 1);
             }
         }
         let mask = self.slots.len() - 1;
@@ -662,11 +665,11 @@ struct FastPath {
 impl FastPath {
     #[inline]
     fn find(&self, id: &[u8]) -> Option<u32> {
-        self.index.get(&self.deps, id, id_hash(id))
+        self.index.get(&self.deps, id, self.index.hash.of(id))
     }
 
     fn dep_index(&mut self, id: &[u8]) -> u32 {
-        let h = id_hash(id);
+        let h = self.index.hash.of(id);
         if let Some(i) = self.index.get(&self.deps, id, h) {
             return i;
         }
@@ -709,7 +712,7 @@ impl FastPath {
             prefetch_lines(d.pods.as_ptr(), d.pods.len() * std::mem::size_of::<Pod>());
         }
         let ts = line.ts.unwrap_or_default();
-        let h = id_hash(line.event_id.unwrap_or_default());
+        let h = self.index.hash.of(line.event_id.unwrap_or_default());
         let due = ts > d.hw && ts >= d.gc_next; // L3 is due (once per event-time minute)
         let hand = d.hw - ts > late_after // L1
             || d.seen.contains(h) // L2
@@ -762,7 +765,7 @@ impl FastPath {
             return Ahead { end, read: None, blank: true };
         }
         let Read::Success(l) = read_line(raw) else { return Ahead { end, read: None, blank: false } };
-        let h = id_hash(l.deployment_id.unwrap_or_default());
+        let h = self.index.hash.of(l.deployment_id.unwrap_or_default());
         let guess = self.index.guess(h);
         if let Some(i) = guess {
             prefetch_lines(&self.deps[i as usize], std::mem::size_of::<Dep>());
@@ -1008,11 +1011,12 @@ impl FastPath {
                 });
             }
         }
+        let hash = me.index.hash.clone();
         let d = &mut me.deps[i as usize];
         if let Some(dict) = &absorb {
             for (k, t) in dict.iter() {
                 let k = k.cast_into::<PyString>()?;
-                d.seen.insert(id_hash(&key_bytes(&k)?), t.extract()?);
+                d.seen.insert(hash.of(&key_bytes(&k)?), t.extract()?);
             }
         }
         d.hw = hw;
@@ -1050,28 +1054,32 @@ impl SeenIds {
         let mut fast = self.fast.bind(py).borrow_mut();
         f(&mut fast.deps[self.dep as usize].seen)
     }
+
+    fn hash(&self, py: Python<'_>, event_id: &Bound<'_, PyString>) -> PyResult<u64> {
+        Ok(self.fast.bind(py).borrow().index.hash.of(&key_bytes(event_id)?))
+    }
 }
 
 #[pymethods]
 impl SeenIds {
     fn __contains__(&self, py: Python<'_>, event_id: &Bound<'_, PyString>) -> PyResult<bool> {
-        let h = id_hash(&key_bytes(event_id)?);
+        let h = self.hash(py, event_id)?;
         Ok(self.with(py, |s| s.contains(h)))
     }
 
     fn __getitem__(&self, py: Python<'_>, event_id: &Bound<'_, PyString>) -> PyResult<f64> {
-        let h = id_hash(&key_bytes(event_id)?);
+        let h = self.hash(py, event_id)?;
         self.with(py, |s| s.ts.get(&h).copied()).ok_or_else(|| PyKeyError::new_err(event_id.clone().unbind()))
     }
 
     fn __setitem__(&self, py: Python<'_>, event_id: &Bound<'_, PyString>, ts: f64) -> PyResult<()> {
-        let h = id_hash(&key_bytes(event_id)?);
+        let h = self.hash(py, event_id)?;
         self.with(py, |s| s.insert(h, ts));
         Ok(())
     }
 
     fn __delitem__(&self, py: Python<'_>, event_id: &Bound<'_, PyString>) -> PyResult<()> {
-        let h = id_hash(&key_bytes(event_id)?);
+        let h = self.hash(py, event_id)?;
         match self.with(py, |s| s.ts.remove(&h)) {
             Some(_) => Ok(()),
             None => Err(PyKeyError::new_err(event_id.clone().unbind())),
