@@ -40,7 +40,9 @@ app.command("tune")(tune_command)
 
 
 def tune(*args: str | os.PathLike[str]) -> Result:
-    return CliRunner().invoke(app, ["tune", *map(str, args)], catch_exceptions=False)
+    """`coolant tune` at a fixed width: the table's policy labels are read, and rich truncates them to the terminal
+    (a run under pytest-xdist, with another width, cut them)."""
+    return CliRunner().invoke(app, ["tune", *map(str, args)], catch_exceptions=False, env={"COLUMNS": "200"})
 
 
 @pytest.fixture
