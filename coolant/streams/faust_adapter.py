@@ -269,16 +269,14 @@ def install(app: Any, lanes: Mapping[str, Lane], fetch: FetchTuning | None = Non
     if refusal is not None:
         why = f"{refusal}; running the plain Faust path (agents over take_events batches), slower, without the " \
               "failover guards and with Faust's fetch settings"
-    elif not lanes_wanted():
-        why = f"{PATH_ENV}=plain; running the plain Faust path (agents over take_events batches)"
-        app.transport.Consumer = _tuned(SeekSafeConsumer, fetch)
-        guard_flow_control(app, {})
-        app.timer(REWIND_AFTER, name="recovery-watch")(RecoveryWatch(app).tick)
     else:
-        app.transport.Consumer = _tuned(consumer_class(lanes), fetch)
-        guard_flow_control(app, lanes)
+        fast = lanes_wanted()
+        app.transport.Consumer = _tuned(consumer_class(lanes) if fast else SeekSafeConsumer, fetch)
+        guard_flow_control(app, lanes if fast else {})
         app.timer(REWIND_AFTER, name="recovery-watch")(RecoveryWatch(app).tick)
-        return None
+        if fast:
+            return None
+        why = f"{PATH_ENV}=plain; running the plain Faust path (agents over take_events batches)"
 
     async def announce() -> None:
         log.warning("%s%s", PLAIN_NOTICE, why)
