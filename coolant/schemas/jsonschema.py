@@ -87,6 +87,10 @@ RECORDS: dict[str, tuple[type[msgspec.Struct], str, str, str, dict[str, str], di
             "`anthropic-ratelimit-*-remaining`), `reset_requests` and `reset_tokens` (seconds after `ts` until the "
             "budget refills: `x-ratelimit-reset-*` such as `6m0s`, or an `anthropic-ratelimit-*-reset` time minus "
             "the response time); each key optional; null or absent when the response announced none.",
+            "origin": "Who ended a failed attempt: `caller` (the client disconnected) or `upstream` (the "
+            "deployment: an error status, a refused or reset connection, a timeout, a stream that died mid-answer); "
+            "null or absent when the publisher cannot tell. The compatible profile ignores it; the outlier profile "
+            "does not count a `caller` failure against the deployment.",
         },
         {"attempt": 0, "final": True, "source": "request"},
     ),

@@ -38,6 +38,10 @@ class Outcome(msgspec.Struct, frozen=True, tag_field="schema", tag=OUTCOME_SCHEM
     latency_ms: Latency | None = None
     ratelimit: RateLimit | None = None
     """The quota a successful response announced (X6); null when it announced none."""
+    origin: str | None = None
+    """Who ended a failed attempt: "caller" (the client went away) or "upstream" (anything the deployment did,
+    a stream that died mid-answer included); null when the publisher cannot tell. Only the outlier profile
+    reads it: a caller's disconnect is not the deployment's failure."""
 
     schema = OUTCOME_SCHEMA
 
