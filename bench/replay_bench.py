@@ -7,7 +7,7 @@ Generates bench/out/fleet.jsonl (1M outcome records, 2,000 deployments, incident
   floor   reading the lines and orjson.loads of each (the least any JSON reader must do),
   replay  coolant's replay loop: decode + validate + policy + summary (cooldowns kept in a list).
 Prints records/s for both and the ratio replay/floor, and the same in CPU seconds (steadier on a busy machine).
-Also peak RSS, to show state stays bounded. --backend picks the success path (coolant.fastpath: native when
+Also peak RSS, to show state stays bounded. --backend picks the success path (coolant.native_backend: native when
 built, python to compare).
 """
 
@@ -23,8 +23,8 @@ from pathlib import Path
 import orjson
 
 from coolant.config.loader import load_config
-from coolant.fastpath import BACKENDS, for_policy
 from coolant.io.sources import read_blocks, read_lines
+from coolant.native_backend import BACKENDS, for_policy
 from coolant.replay.run import replay
 from coolant.schemas import Cooldown
 

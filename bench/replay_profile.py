@@ -15,7 +15,7 @@ each as a share of the whole replay and as a multiple of the parse floor (read +
   output    encoding each cooldown as JSON and writing it (to /dev/null).
 Stages are timed separately (so their sum is a little above a full run) with `time.process_time`, best of 3.
 
-With --backend native (coolant.fastpath's native success path, FP2) the stages of one replay are instead:
+With --backend native (coolant.native_backend's native success path, FP2) the stages of one replay are instead:
   read      as above;
   native    the native scan: reading every line, tallying the plain successes it owns (L1, L2, O5, LC2);
   decode    msgspec decoding of the lines it hands to the engine;
@@ -34,7 +34,7 @@ from typing import Any
 
 import orjson
 
-from coolant import fastpath
+from coolant import native_backend
 from coolant.config.loader import load_config
 from coolant.io.sources import decode_records, read_blocks, read_lines
 from coolant.processors import Engine, Policy
@@ -200,11 +200,11 @@ class _Timed:
         return timed
 
 
-def _native_run(path: list[str], policy: Policy) -> tuple[float, dict[str, float], fastpath.NativePath, int]:
+def _native_run(path: list[str], policy: Policy) -> tuple[float, dict[str, float], native_backend.NativeBackend, int]:
     """One native replay with its stages timed: (CPU s, stage -> CPU s, the path, cooldowns)."""
     spent = {"native": 0.0, "decode": 0.0, "sync": 0.0}
-    made: list[fastpath.NativePath] = []
-    real_decode, real_for_policy = getattr(fastpath, "decode"), getattr(run_module, "for_policy")  # noqa: B009
+    made: list[native_backend.NativeBackend] = []
+    real_decode, real_for_policy = getattr(native_backend, "decode"), getattr(run_module, "for_policy")  # noqa: B009
 
     def decode(raw: bytes) -> Any:
         t = CLOCK()
@@ -213,13 +213,13 @@ def _native_run(path: list[str], policy: Policy) -> tuple[float, dict[str, float
         finally:
             spent["decode"] += CLOCK() - t
 
-    def for_policy(p: Policy, b: str | None = None) -> Any:
-        fp = fastpath.NativePath(Engine(p))
+    def for_policy(p: Policy, b: str = "auto") -> Any:
+        fp = native_backend.NativeBackend(Engine(p))
         fp.native = _Timed(fp.native, spent)
         made.append(fp)
         return fp
 
-    setattr(fastpath, "decode", decode)  # noqa: B010
+    setattr(native_backend, "decode", decode)  # noqa: B010
     setattr(run_module, "for_policy", for_policy)  # noqa: B010
     try:
         t = CLOCK()
@@ -227,7 +227,7 @@ def _native_run(path: list[str], policy: Policy) -> tuple[float, dict[str, float
         replay(read_blocks(path), policy, out.append)
         whole = CLOCK() - t
     finally:
-        setattr(fastpath, "decode", real_decode)  # noqa: B010
+        setattr(native_backend, "decode", real_decode)  # noqa: B010
         setattr(run_module, "for_policy", real_for_policy)  # noqa: B010
     return whole, spent, made[0], len(out)
 

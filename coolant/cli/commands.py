@@ -18,6 +18,7 @@ from coolant.config.loader import Config, load_config
 from coolant.io.connect import ConnectConfig, ConnectionFailed, redis_client, redis_problem, runtime_settings, safe_url
 from coolant.io.sources import SourceError, check_readable, open_output, read_blocks, total_size
 from coolant.io.terminal import err, fail
+from coolant.native_backend import BACKEND_HELP, BackendError, resolve
 from coolant.replay.report import render_summary
 from coolant.replay.run import replay
 from coolant.schemas import Cooldown, HealthTransition, encode
@@ -68,6 +69,7 @@ def replay_command(
     progress: Annotated[
         bool | None, typer.Option("--progress/--no-progress", help="Progress bar (default: on for files over 4 MB).")
     ] = None,
+    backend: Annotated[str, typer.Option("--backend", help=BACKEND_HELP)] = "auto",
 ) -> None:
     """Run the cooldown policy offline over recorded outcome/health records, in file order.
 
@@ -79,6 +81,10 @@ def replay_command(
     empty or binary file), 2 on a bad config or an unreadable file.
     """
     cfg = load(config)
+    try:
+        resolve(backend)
+    except BackendError as exc:
+        raise fail(str(exc)) from None
     try:
         check_readable(events)
         flips = open_output(transitions_out) if transitions_out is not None else None
@@ -109,9 +115,9 @@ def replay_command(
             with Progress(*columns, console=err, transient=True) as bar:
                 task = bar.add_task("replay", total=size or None)
                 blocks = read_blocks(events, lambda n: bar.advance(task, n))
-                summary = replay(blocks, cfg.policy, emit, on_transition)
+                summary = replay(blocks, cfg.policy, emit, on_transition, backend)
         else:
-            summary = replay(read_blocks(events), cfg.policy, emit, on_transition)
+            summary = replay(read_blocks(events), cfg.policy, emit, on_transition, backend)
     except SourceError as exc:
         raise fail(str(exc)) from None
     finally:

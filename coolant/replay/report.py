@@ -17,7 +17,7 @@ def render_summary(summary: ReplaySummary, console: Console, seconds: float) -> 
         f"[bold]replay[/bold]: {summary.records:,} records in {seconds:.2f} s ({rate:,.0f}/s), "
         f"{summary.invalid:,} invalid, {summary.cooldowns:,} cooldowns, "
         f"{sum(summary.suppressed.values()):,} suppressed, {summary.health_updates:,} health-state changes "
-        f"({summary.health_transitions:,} health transitions)"
+        f"({summary.health_transitions:,} health transitions), backend {summary.backend}"
     )
     for sample in summary.invalid_samples:
         console.print(f"  [red]invalid[/red] {escape(sample)}", highlight=False, soft_wrap=True)

@@ -7,8 +7,8 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from coolant.fastpath import collector_paused, for_policy, run_all
 from coolant.io.sources import Block
+from coolant.native_backend import collector_paused, for_policy, run_all
 from coolant.processors import Disposition, Policy, Skip
 from coolant.schemas import Cooldown, Health, HealthTransition, Outcome
 
@@ -45,6 +45,9 @@ class ReplaySummary:
     deployments: defaultdict[str, DeploymentTotals] = field(default_factory=lambda: defaultdict(DeploymentTotals))
     health_updates: int = 0
     health_transitions: int = 0
+    backend: str = ""
+    """The backend that ran (`native`, or `python` with why auto chose it): printed, not in `to_dict` (the
+    output is the same on either)."""
 
     def add_invalid(self, where_and_problem: str) -> None:
         self.invalid += 1
@@ -84,14 +87,14 @@ def replay(
     policy: Policy,
     emit: Callable[[Cooldown], None],
     transitions: Callable[[HealthTransition], None] | None = None,
-    backend: str | None = None,
+    backend: str = "auto",
 ) -> ReplaySummary:
     """Run every record through one engine, in file order; cooldowns go to `emit` as they are decided, health
-    transitions (the live `<prefix>health.transitions` records) to `transitions`. `backend` picks the success
-    path's (`coolant.fastpath.for_policy`; the fastest by default)."""
+    transitions (the live `<prefix>health.transitions` records) to `transitions`. `backend` picks the loop
+    (`coolant.native_backend.for_policy`: auto, native or python; the output is the same)."""
     path = for_policy(policy, backend)
     engine = path.engine
-    summary = ReplaySummary()
+    summary = ReplaySummary(backend=f"{path.name} ({path.note})" if path.note else path.name)
     dispositions = summary.dispositions
     deployments = summary.deployments
     # Plain successes are counted by the engine or the native side (`DeploymentState.counted`), added below.

@@ -28,6 +28,7 @@ from coolant.config.errors import ConfigError
 from coolant.config.loader import load_config
 from coolant.config.yaml_read import load_yaml
 from coolant.io.sources import SourceError, check_readable, read_blocks, total_size
+from coolant.native_backend import BACKEND_HELP, NATIVE_NOT_BUILT, QUOTA_RULES, BackendError, resolve
 from coolant.tuning.grid import Axis, GridPoint, build_grid, identical, parse_axis
 from coolant.tuning.report import OBJECTIVES, Result, csv_text, json_bytes, rank, render_table, to_document
 from coolant.tuning.report_html import render_html
@@ -112,6 +113,7 @@ def tune_command(
         bool | None,
         typer.Option("--progress/--no-progress", help="Progress bars (default: when stderr is a terminal)."),
     ] = None,
+    backend: Annotated[str, typer.Option("--backend", help=BACKEND_HELP)] = "auto",
 ) -> None:
     """Replay recorded traffic through a grid of cooldown policies and rank them.
 
@@ -145,7 +147,8 @@ def tune_command(
         axes: list[Axis] = [parse_axis(arg) for arg in grid or ()]
         points = build_grid(raw, axes, os.fspath(config))
         check_readable(events)
-    except (ConfigError, SourceError) as exc:
+        ran = resolve(backend)
+    except (ConfigError, SourceError, BackendError) as exc:
         raise _error(err, str(exc)) from None
     shown: set[str] = set()
     for w in cfg.warnings:
@@ -164,7 +167,7 @@ def tune_command(
     workers = min(jobs or default_jobs(), len(points))
     started = time.perf_counter()
     try:
-        recording = _read(events, quiet_gap, err, show)
+        recording = _read(events, quiet_gap, err, show, ran == "native")
     except SourceError as exc:
         raise _error(err, str(exc)) from None
     read_s = time.perf_counter() - started
@@ -191,7 +194,8 @@ def tune_command(
     err.print(
         f"[bold]tune[/bold]: {recording.lines:,} records ({recording.invalid:,} invalid) × {len(points):,} policies "
         f"in {total_s:.2f} s (reading {read_s:.2f} s), {workers} process{'es' if workers > 1 else ''}, "
-        f"{n * len(points) / max(total_s - read_s, 1e-9):,.0f} record-policies/s",
+        f"{n * len(points) / max(total_s - read_s, 1e-9):,.0f} record-policies/s, "
+        f"backend {_backend(ran, backend, points)}",
         highlight=False,
         soft_wrap=True,
     )
@@ -232,13 +236,21 @@ def tune_command(
         raise _error(err, f"{exc.filename}: cannot write: {exc.strerror or exc}") from None
 
 
-def _read(events: list[str], quiet_gap: float, err: Console, show: bool) -> Recording:
+def _backend(ran: str, asked: str, points: list[GridPoint]) -> str:
+    """The backend the summary names, with why a policy ran on python where native was chosen."""
+    if ran == "python":
+        return f"python ({NATIVE_NOT_BUILT})" if asked == "auto" else "python"
+    on_python = sum(p.policy.options.quota is not None for p in points)
+    return f"native ({on_python} on python: {QUOTA_RULES})" if on_python else "native"
+
+
+def _read(events: list[str], quiet_gap: float, err: Console, show: bool, native: bool) -> Recording:
     if not show:
-        return load_recording(read_blocks(events), quiet_gap)
+        return load_recording(read_blocks(events), quiet_gap, native)
     columns = (TextColumn("reading"), BarColumn(), DownloadColumn(), TimeRemainingColumn())
     with Progress(*columns, console=err, transient=True) as bar:
         task = bar.add_task("read", total=total_size(events) or None)
-        return load_recording(read_blocks(events, lambda n: bar.advance(task, n)), quiet_gap)
+        return load_recording(read_blocks(events, lambda n: bar.advance(task, n)), quiet_gap, native)
 
 
 def _run(

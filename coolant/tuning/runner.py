@@ -18,8 +18,8 @@ from dataclasses import dataclass
 from types import TracebackType
 from typing import Any
 
-from coolant.fastpath import NativePath, collector_paused, for_policy, run_all
 from coolant.io.sources import Block
+from coolant.native_backend import NativeBackend, collector_paused, for_policy, run_all
 from coolant.processors import Engine, Step
 from coolant.processors.policy import Policy
 from coolant.schemas import Outcome, Record
@@ -102,7 +102,7 @@ def _steps(
     if blocks is None:
         return Engine(policy).feed_all(records)
     path = for_policy(policy)
-    if isinstance(path, NativePath):
+    if isinstance(path, NativeBackend):
         return run_all(path, blocks, _counted_already)
     return path.engine.feed_all(records)
 

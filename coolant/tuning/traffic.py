@@ -14,8 +14,8 @@ from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from coolant.fastpath import available
 from coolant.io.sources import Block, decode_records
+from coolant.native_backend import available
 from coolant.schemas import Health, Outcome
 from coolant.tuning.metrics import DeploymentTraffic, incidents
 
@@ -33,7 +33,7 @@ class Recording:
     records: list[EngineInput] = field(default_factory=list)
     blocks: list[Block] | None = None
     """The raw blocks, kept when the native success path is built: each policy's run reads its plain successes
-    from them (coolant.fastpath) instead of from the decoded records."""
+    from them (coolant.native_backend) instead of from the decoded records."""
     lines: int = 0
     invalid: int = 0
     invalid_samples: list[str] = field(default_factory=list)
@@ -87,10 +87,10 @@ def index_traffic(records: Iterable[EngineInput], quiet_gap: float) -> dict[str,
     return out
 
 
-def load_recording(blocks: Iterable[Block], quiet_gap: float) -> Recording:
+def load_recording(blocks: Iterable[Block], quiet_gap: float, keep_blocks: bool | None = None) -> Recording:
     """Decode every record once, a block at a time; invalid lines are counted (first few kept with their
-    position)."""
-    rec = Recording(blocks=[] if available() else None)
+    position). The raw blocks are kept for the native backend (`keep_blocks`; default: when it is built)."""
+    rec = Recording(blocks=[] if (available() if keep_blocks is None else keep_blocks) else None)
     records = rec.records
 
     def invalid(where_and_problem: str) -> None:

@@ -1,4 +1,4 @@
-//! coolant's success fast path (docs/engine-fast-path.md, FP2): the native backend of `coolant.fastpath`.
+//! coolant's success fast path (docs/engine-fast-path.md, FP2): the native backend of `coolant.native_backend`.
 //!
 //! A narrow primitive. `FastPath.scan` reads a block of JSONL lines and *owns* only the plain successes of
 //! deployments it was handed (`push`) with nothing pending: it checks them late (L1) and duplicate (L2, on

@@ -1,8 +1,9 @@
-"""The offline success path (FP2, docs/engine-fast-path.md): blocks of raw lines into one policy's `Engine`.
+"""The replay backends (FP2, docs/engine-fast-path.md): blocks of raw lines into one policy's `Engine`.
 
-One API, two backends. `PythonPath` decodes every line (msgspec) and feeds it to `Engine.feed_all`: the engine
-decides every record, its plain successes by FP1. `NativePath` (the `coolant_native` extension, built by
-`scripts/bootstrap` when cargo is present) owns only the plain successes of deployments with nothing pending:
+One API, two backends, chosen with `coolant replay --backend` and `coolant tune --backend`. `PythonBackend`
+decodes every line (msgspec) and feeds it to `Engine.feed_all`: the engine decides every record, its plain
+successes by FP1. `NativeBackend` (the `coolant_native` extension, built by `pip install` where a Rust toolchain
+is present) owns only the plain successes of deployments with nothing pending:
 it reads them from the raw bytes, checks L1/L2 (seen ids as 64-bit hashes) and tallies the O5 window, the
 publisher's D7 success counter and `DeploymentState.counted`, creating no record. Every other line goes to the
 same engine, in file order, after the deployment's tallies were written back into its `PathState` (`pull`):
@@ -13,10 +14,10 @@ from __future__ import annotations
 
 import contextlib
 import gc
-import os
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any, Protocol, cast
 
+from coolant.errors import CoolantError
 from coolant.io.sources import Block, decode_records
 from coolant.processors import Engine, Policy, Step, windows
 from coolant.processors.engine import COUNTED
@@ -33,22 +34,40 @@ def _native_module() -> Any:
     if not _NATIVE:
         try:
             import coolant_native
-        except ImportError:  # not built (no cargo): the pure-Python path
+        except ImportError:  # not built (no Rust toolchain at install): the pure-Python backend
             coolant_native = None
         _NATIVE.append(coolant_native)
     return _NATIVE[0]
 
-__all__ = ["BACKENDS", "NativePath", "PythonPath", "SuccessPath", "available", "for_policy"]
+
+__all__ = ["BACKENDS", "Backend", "BackendError", "NativeBackend", "PythonBackend", "available", "for_policy"]
 
 BACKENDS = ("auto", "native", "python")
-ENV = "COOLANT_FASTPATH"
-"""Environment override of the backend (auto, native, python): for A/B runs and tests."""
+"""What `--backend` takes: auto (native when it is built and the policy allows it), native, python."""
+NOT_BUILT = (
+    "the native backend (coolant_native) is not built: reinstall coolant where a Rust toolchain (cargo) is "
+    "present, e.g. `pip install .` after https://rustup.rs"
+)
+BACKEND_HELP = (
+    "Which loop reads the records: native (coolant_native, Rust: plain successes tallied straight from the raw "
+    "lines, every other record decided by the Python engine), python (every line decoded and decided in Python), "
+    "or auto (native when it is built and the policy has no quota rule). The output is the same byte for byte; "
+    "native is several times faster."
+)
 
 
-class SuccessPath(Protocol):
+class BackendError(CoolantError):
+    """An unknown backend, or `native` asked for where it is not built."""
+
+
+class Backend(Protocol):
     """What replay and tuning drive: `run` each block in file order, then `finish` once."""
 
     engine: Engine
+    name: str
+    """"native" or "python": what the replay and tune summaries print."""
+    note: str
+    """Why auto chose python, when it did ("" otherwise)."""
 
     @property
     def records(self) -> int:
@@ -65,13 +84,14 @@ class SuccessPath(Protocol):
         ...
 
 
-class PythonPath:
+class PythonBackend:
     """Every line decoded and decided by the engine (FP1 counts its plain successes)."""
 
     name = "python"
 
-    def __init__(self, engine: Engine) -> None:
+    def __init__(self, engine: Engine, note: str = "") -> None:
         self.engine = engine
+        self.note = note
         self.decoded = 0
 
     @property
@@ -101,10 +121,11 @@ class _Native(Protocol):
     def take_met(self) -> list[bytes]: ...
 
 
-class NativePath:
+class NativeBackend:
     """Plain successes tallied natively; the rest decoded and decided by the engine (see the module docs)."""
 
     name = "native"
+    note = ""
 
     def __init__(self, engine: Engine) -> None:
         module = _native_module()
@@ -179,26 +200,36 @@ def available() -> bool:
     return _native_module() is not None
 
 
-def for_policy(policy: Policy, backend: str | None = None) -> SuccessPath:
-    """A fresh engine for `policy` behind the fastest backend that applies: native when it is built and the
-    policy has no quota rule (X6 reads a success's announced budget, so every success is the engine's).
-    `backend` (or $COOLANT_FASTPATH) forces one: "python", or "native" (an error when it is not built)."""
-    choice = backend or os.environ.get(ENV) or "auto"
-    if choice not in BACKENDS:
-        raise ValueError(f"fast path backend {choice!r}: expected one of {', '.join(BACKENDS)}")
-    engine = Engine(policy)
-    if choice == "python":
-        return PythonPath(engine)
+def resolve(backend: str) -> str:
+    """What `--backend` runs before any policy is looked at: "native" when asked for or (auto) when built,
+    else "python"; a `BackendError` for an unknown name or for native where it is not built."""
+    if backend not in BACKENDS:
+        raise BackendError(f"--backend {backend}: expected one of {', '.join(BACKENDS)}")
+    if backend == "python":
+        return "python"
     if _native_module() is None:
-        if choice == "native":
-            raise RuntimeError("the native fast path is not built (scripts/bootstrap builds it when cargo is present)")
-        return PythonPath(engine)
+        if backend == "native":
+            raise BackendError(NOT_BUILT)
+        return "python"
+    return "native"
+
+
+NATIVE_NOT_BUILT = "coolant_native is not built"
+QUOTA_RULES = "quota rules read every success"
+
+
+def for_policy(policy: Policy, backend: str = "auto") -> Backend:
+    """A fresh engine for `policy` behind the backend `resolve` picks, except that a policy with quota rules
+    runs on python (X6 reads a success's announced budget, so every success is the engine's)."""
+    engine = Engine(policy)
+    if resolve(backend) == "python":
+        return PythonBackend(engine, NATIVE_NOT_BUILT if backend == "auto" else "")
     if policy.options.quota is not None:
-        return PythonPath(engine)
-    return NativePath(engine)
+        return PythonBackend(engine, QUOTA_RULES)
+    return NativeBackend(engine)
 
 
-def run_all(path: SuccessPath, blocks: Iterable[Block], on_invalid: Callable[[str], None]) -> Iterator[
+def run_all(path: Backend, blocks: Iterable[Block], on_invalid: Callable[[str], None]) -> Iterator[
     tuple[Record, Step]
 ]:
     """Every block through `path`, then `finish`: the steps of a whole recording (consume it inside

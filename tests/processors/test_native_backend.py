@@ -20,17 +20,18 @@ from hypothesis import HealthCheck, find, given, settings
 from hypothesis import strategies as st
 from test_properties import Case, _dense, cases
 
-from coolant import fastpath, schemas
+from coolant import native_backend, schemas
 from coolant.io.sources import Block
 from coolant.processors import Engine, Policy
+from coolant.processors.state import PodCounters
 from coolant.replay import run
 from tests.integration.harness import T0, outcome
 
-if not fastpath.available() and os.environ.get("REQUIRE_NATIVE") == "1":  # scripts/test, where cargo is present
+if not native_backend.available() and os.environ.get("REQUIRE_NATIVE") == "1":  # scripts/test, where cargo is present
     raise RuntimeError("REQUIRE_NATIVE=1 but coolant_native is not built (see .local/native-build.log)")
-pytestmark = pytest.mark.skipif(not fastpath.available(), reason="coolant_native is not built (scripts/bootstrap)")
+pytestmark = pytest.mark.skipif(not native_backend.available(), reason="coolant_native is not built (no cargo)")
 
-NATIVE = fastpath.NativePath
+NATIVE = native_backend.NativeBackend
 SETTINGS = settings(max_examples=250, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 BAD_LINES = [
@@ -104,8 +105,8 @@ def _outcome(policy: Policy, blocks: list[Block], backend: str) -> dict[str, Any
     cooldowns: list[bytes] = []
     engines: list[Any] = []
 
-    def keep(p: Policy, b: str | None = None) -> fastpath.SuccessPath:
-        path = fastpath.for_policy(p, b)
+    def keep(p: Policy, b: str = "auto") -> native_backend.Backend:
+        path = native_backend.for_policy(p, b)
         engines.append(path.engine)
         return path
 
@@ -192,7 +193,7 @@ class _Forgetful:
         return getattr(self._native, name)
 
 
-def _no_pull(engine: Any) -> fastpath.NativePath:
+def _no_pull(engine: Any) -> native_backend.NativeBackend:
     """A mutant: the engine decides a handed record without the deployment's tallies written back."""
     path = NATIVE(engine)
     path.native = _Forgetful(path.native)
@@ -206,21 +207,21 @@ MUTANTS: dict[str, tuple[Any, tuple[str, ...]]] = {  # the mutant, and the prese
 }
 
 
-def _late_after(engine: Any, late_after: float) -> fastpath.NativePath:
+def _late_after(engine: Any, late_after: float) -> native_backend.NativeBackend:
     path = NATIVE(engine)
     o = engine.policy.options
     import coolant_native
 
-    path.native = coolant_native.FastPath(late_after, o.slot_width, o.litellm_counters, 60.0, fastpath.PodCounters)
+    path.native = coolant_native.FastPath(late_after, o.slot_width, o.litellm_counters, 60.0, PodCounters)
     return path
 
 
-def _width(engine: Any, width: int) -> fastpath.NativePath:
+def _width(engine: Any, width: int) -> native_backend.NativeBackend:
     path = NATIVE(engine)
     o = engine.policy.options
     import coolant_native
 
-    path.native = coolant_native.FastPath(o.late_after, width, o.litellm_counters, 60.0, fastpath.PodCounters)
+    path.native = coolant_native.FastPath(o.late_after, width, o.litellm_counters, 60.0, PodCounters)
     return path
 
 
@@ -234,11 +235,11 @@ def test_a_mutant_native_path_is_caught(mutant: str, monkeypatch: pytest.MonkeyP
         policy = case.policy
         blocks = _stream(case, random.Random(seed))
         python = _outcome(policy, blocks, "python")
-        monkeypatch.setattr(fastpath, "NativePath", make)
+        monkeypatch.setattr(native_backend, "NativeBackend", make)
         try:
             native = _outcome(policy, blocks, "native")
         finally:
-            monkeypatch.setattr(fastpath, "NativePath", NATIVE)
+            monkeypatch.setattr(native_backend, "NativeBackend", NATIVE)
         return native != python
 
     find(
@@ -251,7 +252,7 @@ def test_a_mutant_native_path_is_caught(mutant: str, monkeypatch: pytest.MonkeyP
 
 def test_the_collector_is_paused_for_a_run_and_on_again_after_it_even_when_the_run_fails() -> None:
     assert gc.isenabled()
-    with pytest.raises(ValueError), fastpath.collector_paused():
+    with pytest.raises(ValueError), native_backend.collector_paused():
         assert not gc.isenabled()
         raise ValueError("a run that fails")
     assert gc.isenabled()
@@ -262,4 +263,4 @@ def test_the_native_path_refuses_an_engine_that_holds_states() -> None:
     engine = Engine(Policy())
     engine.feed(schemas.decode(outcome("e1", T0, "dep-01", True)))
     with pytest.raises(AssertionError, match="no deployment states"):
-        fastpath.NativePath(engine)
+        native_backend.NativeBackend(engine)
