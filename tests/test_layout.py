@@ -201,7 +201,7 @@ def test_only_the_live_shell_imports_faust(rules: dict[str, Rule]) -> None:
 
 
 ACROSS_FOLDERS = frozenset({"integration", "containers", "litellm", "data"})
-"""Test folders that follow no single package folder (the README's layout section says what each holds)."""
+"""Test folders that follow no single package folder (docs/development.md says what each holds)."""
 TOP_LEVEL_TESTS = frozenset({"test_vectors.py", "test_layout.py", "test_spec.py", "test_readme.py"})
 
 
