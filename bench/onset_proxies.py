@@ -31,10 +31,8 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import contextlib
 import os
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -67,54 +65,16 @@ from onset_compare import (  # noqa: E402
     run_ids,
     switch_of,
 )
-from support_litellm import MESSAGES, FakeOpenAI, deployment  # noqa: E402
+from support_litellm import MESSAGES, FakeOpenAI, Proxy, deployment  # noqa: E402
 
 from tests.integration.harness import (  # noqa: E402
     Worker,
     create_topics,
     delete_redis_keys,
     delete_topics,
-    free_port,
     read_topic,
     wait_caught_up,
 )
-
-
-class Proxy:
-    """One `litellm --config` process on its own port, logging to a file."""
-
-    def __init__(self, name: str, config: Path, env: dict[str, str], workdir: Path) -> None:
-        self.name, self.port = name, free_port()
-        self.key = f"sk-{uuid.uuid4().hex}"
-        self.log = (workdir / f"{name}.log").open("wb")
-        full = {**os.environ, "PYTHONPATH": str(ROOT), "LITELLM_LOCAL_MODEL_COST_MAP": "True",
-                "LITELLM_EVENT_LOOP": "asyncio", "LITELLM_MASTER_KEY": self.key, **env}
-        self.proc = subprocess.Popen([str(Path(sys.executable).parent / "litellm"), "--config", str(config),
-                                      "--host", "127.0.0.1", "--port", str(self.port)], env=full, stdout=self.log,
-                                     stderr=subprocess.STDOUT, cwd=workdir)
-        self.client = openai.AsyncOpenAI(base_url=f"http://127.0.0.1:{self.port}/v1", api_key=self.key,
-                                         max_retries=0, timeout=30)
-
-    async def wait_ready(self, timeout: float = 300.0) -> None:
-        deadline = time.monotonic() + timeout
-        while True:
-            if self.proc.poll() is not None:
-                raise RuntimeError(f"proxy {self.name} exited (log: {self.log.name})")
-            with contextlib.suppress(openai.APIConnectionError, openai.APITimeoutError):
-                await self.client.models.list()
-                return
-            if time.monotonic() > deadline:
-                raise RuntimeError(f"proxy {self.name} did not start in {timeout:g} s (log: {self.log.name})")
-            await asyncio.sleep(0.5)
-
-    async def stop(self) -> None:
-        await self.client.close()
-        self.proc.terminate()
-        try:
-            await asyncio.to_thread(self.proc.wait, 20)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-        self.log.close()
 
 
 def proxy_config(path: Path, models: list[dict[str, Any]], mode: str, namespace: str) -> Path:

@@ -9,14 +9,16 @@ with `COOLANT_KAFKA_BOOTSTRAP` (required; without it the callback does nothing a
 `COOLANT_TOPIC_PREFIX` (default `coolant.`) and `COOLANT_GATEWAY_ID` (default `$HOSTNAME`) in the proxy's
 environment. In code: `litellm.callbacks = [CoolantCallback("kafka:9092")]`.
 
-What LiteLLM 1.110.2 calls, per attempt (each retry and each fallback hop is its own `litellm.<op>` call with
-its own logging object, so each reaches the hooks once):
-- async requests (`Router.acompletion`, the proxy): `async_log_failure_event`, awaited before the router
-  decides to retry or fall back; `async_log_success_event`, from LiteLLM's logging worker after the response
-  has been returned. The sync hooks are not called for async requests.
-- sync requests (`Router.completion`): `log_failure_event` on the request thread; `log_success_event` on
-  LiteLLM's logging thread pool.
-All four only build a record and hand it to a publisher's `publish` (an append to a bounded in-memory buffer,
+What LiteLLM 1.110.2 calls, per attempt (`coolant.integrations.litellm_attempts` says why three hooks, and
+how an attempt two of them report is published once):
+- `async_post_call_failure_deployment_hook`: every attempt whose call raised (retries and fallback hops
+  included), awaited before LiteLLM re-raises; the only report of a proxy's retries.
+- `async_log_failure_event` (async requests) / `log_failure_event` (sync requests, on the request thread):
+  the logging object's report, the only one of a stream that fails after its call returned.
+- `async_log_success_event` / `log_success_event`: after the response has been returned, from LiteLLM's
+  logging worker or thread pool. A proxy logs a stream its caller left as a success marked
+  `client_disconnected`: published as a failure with `origin: "caller"`.
+All of them only build a record and hand it to a publisher's `publish` (an append to a bounded in-memory buffer,
 no I/O): by default a `Publisher` on the running event loop for the async hooks, a `SyncPublisher` thread
 for sync callers (see `CoolantCallback`). None of them ever raises into LiteLLM.
 
@@ -32,15 +34,16 @@ Field sources (LiteLLM 1.110.2; `lp` = `kwargs["litellm_params"]`, `md` = `lp["m
   deployment's `litellm_params.cooldown_time` into it (the request wins), so a value may come from the
   deployment; that decides the same duration (spec T1 ranks the record's value just above the params value).
 - `attempt`: `md["attempted_retries"]` on the requested group (0 = first try). On a fallback hop LiteLLM's
-  retry index restarts at 0, so the attempt is counted per request (`litellm_trace_id`) in this process.
+  retry index restarts at 0, so the attempt is counted per request (`litellm_attempts.request_of`) in this
+  process.
 - `final`: true for a success. For a failure, false while the level's retry budget is not spent
   (`md["attempted_retries"] < md["max_retries"]`), else true. LiteLLM decides a retry only after the failure
   hook returned, so this is a forecast: a failure LiteLLM does not retry (no deployment left, a non-retryable
   error) is still published `final: false`, and the last failure before a fallback hop `final: true`.
+- `origin`: "upstream" for every failure but a caller's disconnect ("caller"); null on a success.
 - `gateway`: the constructor's `gateway`, else `COOLANT_GATEWAY_ID`, else `HOSTNAME`, else the host name.
 - `event_id`: `<litellm_call_id>:<16 hex digits>`, a hash of the attempt (deployment, retry, hop, start time):
-  unique per attempt (a proxy's call id is shared by all attempts of a request) and the same if LiteLLM ever
-  logs one attempt twice, so the worker drops such a copy (L2).
+  unique per attempt (a proxy's call id is shared by all attempts of a request).
 
 Failures LiteLLM attributes to something other than the deployment are not published (spec §1 scope): advisor
 orchestration and deployment-selection failures, 404s on a response id, a video id or a background response
@@ -71,6 +74,7 @@ from typing import Any, Final, Literal, Protocol
 import redis.asyncio as redis_asyncio
 from litellm.integrations.custom_logger import CustomLogger
 
+from coolant.integrations.litellm_attempts import Seen, attempt_key, from_deployment_hook, metadata, request_of
 from coolant.integrations.litellm_cooldowns import CooldownFeed, LocalCooldowns, local_cooldowns
 from coolant.integrations.ratelimit_headers import logged_headers, quota_fields
 from coolant.io.materializer import RedisSink
@@ -109,6 +113,8 @@ MAX_RETRY_AFTER: Final = 256
 """A longer `Retry-After` is no integer and no HTTP-date: keep the record small, T2 ignores it anyway."""
 ERROR_LOG_EVERY: Final = 60.0
 """Seconds between two logged failures of the callback itself."""
+CALLER_LEFT: Final = ("ClientDisconnected", "Client disconnected the request")
+"""The exception type and message of a caller's disconnect (the proxy's own `error_information` names)."""
 MAX_TRACKED_REQUESTS: Final = 4096
 """Requests whose attempts are counted at once (for fallback hops); the oldest is forgotten first."""
 MAX_PENDING_WRITES: Final = 256
@@ -161,6 +167,7 @@ class CallbackStats:
     - `not_routed`: calls without a deployment id or model group (not made through a Router).
     - `outside`: failures LiteLLM attributes to something other than the deployment.
     - `disabled`: attempts seen while no Kafka bootstrap was configured.
+    - `repeated`: reports of an attempt already published (LiteLLM reported it through a second hook).
     - `errors`: the callback's own failures (a bug or an unexpected `kwargs`), logged and swallowed.
     - `prefetched`: failures the fast path cooled in this pod (the worker emits the same cooldown).
     - `unwritten`: of those, the ones whose Redis write did not happen here (Redis away, too many in flight,
@@ -172,6 +179,7 @@ class CallbackStats:
     not_routed: int = 0
     outside: int = 0
     disabled: int = 0
+    repeated: int = 0
     errors: int = 0
     prefetched: int = 0
     unwritten: int = 0
@@ -210,20 +218,10 @@ def _epoch(value: object) -> float | None:
     return None
 
 
-def _metadata(kwargs: Mapping[str, Any]) -> Mapping[str, Any]:
-    """The router's stamps: `litellm_params.metadata`, or `litellm_metadata` on the endpoints that use it."""
-    lp = _mapping(kwargs.get("litellm_params"))
-    for candidate in (lp.get("metadata"), lp.get("litellm_metadata"), kwargs.get("litellm_metadata")):
-        md = _mapping(candidate)
-        if "model_group" in md:
-            return md
-    return _mapping(lp.get("metadata"))
-
-
 def _deployment_id(kwargs: Mapping[str, Any], md: Mapping[str, Any]) -> str | None:
     lp = _mapping(kwargs.get("litellm_params"))
     for candidate in (_mapping(lp.get("model_info")).get("id"), kwargs.get("model_id"),
-                      _mapping(md.get("model_info")).get("id")):
+                      _mapping(kwargs.get("model_info")).get("id"), _mapping(md.get("model_info")).get("id")):
         if isinstance(candidate, str) and candidate:
             return candidate
     return None
@@ -273,7 +271,7 @@ def _cooldown_time(lp: Mapping[str, Any]) -> float | None:
 
 
 class _Attempts:
-    """Counts the attempts of each request (by `litellm_trace_id`) seen in this process.
+    """Counts the attempts of each request (`litellm_attempts.request_of`) seen in this process.
 
     LiteLLM stamps the retry index of the model group being tried (`attempted_retries`); a fallback hop starts
     again at 0. The hooks of one request fire in attempt order (a failure hook returns before the router goes
@@ -285,9 +283,9 @@ class _Attempts:
         self._next: OrderedDict[str, int] = OrderedDict()
         self._lock = threading.Lock()
 
-    def number(self, trace_id: object, retry: int | None, hop: int | None) -> int | None:
+    def number(self, trace_id: str | None, retry: int | None, hop: int | None) -> int | None:
         first_level = not hop  # 0 or unknown: the requested group, where LiteLLM's retry index is exact
-        if not isinstance(trace_id, str) or not trace_id:
+        if trace_id is None:
             return retry if first_level else None
         attempt: int | None
         with self._lock:
@@ -325,9 +323,11 @@ def build_outcome(
 ) -> Outcome:
     """The outcome record of one attempt, from what LiteLLM hands its logging hooks.
 
+    A success LiteLLM logs for a stream its caller left (the proxy marks `client_disconnected`) is a failure
+    with `origin: "caller"`; every other failure has `origin: "upstream"`.
     Raises `_Skip` for an attempt that is not published (not routed, or a failure outside the deployment).
     """
-    md = _metadata(kwargs)
+    md = metadata(kwargs)
     lp = _mapping(kwargs.get("litellm_params"))
     deployment_id = _deployment_id(kwargs, md)
     model_group = md.get("model_group")
@@ -347,16 +347,17 @@ def build_outcome(
     ts = end if end is not None else time.time()
     retry, budget = _int(md.get("attempted_retries")), _int(md.get("max_retries"))
     hop = _int(md.get("attempted_fallbacks"))
-    if attempts is not None:
-        attempt = attempts.number(kwargs.get("litellm_trace_id"), retry, hop)
-    else:
-        attempt = retry if not hop else None
+    fallback = retry if not hop else None
+    attempt = fallback if attempts is None else attempts.number(request_of(kwargs), retry, hop)
     if ok:
         final: bool | None = True
     elif retry is not None and budget is not None:
         final = retry >= budget
     else:
         final = None
+    left = ok and md.get("client_disconnected") is True
+    if left:
+        ok, final = False, True
     failure = exc if not ok and isinstance(exc, BaseException) else None
     quota = quota_fields(logged_headers(kwargs), ts) if ok else {}
     return Outcome(
@@ -366,8 +367,8 @@ def build_outcome(
         model_group=model_group,
         ok=ok,
         status_code=None if failure is None else _int(getattr(failure, "status_code", None)),
-        exception_type=None if failure is None else type(failure).__name__,
-        exception_message=None if failure is None else _message(failure),
+        exception_type=CALLER_LEFT[0] if left else None if failure is None else type(failure).__name__,
+        exception_message=CALLER_LEFT[1] if left else None if failure is None else _message(failure),
         retry_after=None if failure is None else _retry_after(failure),
         cooldown_time=_cooldown_time(lp),
         attempt=attempt if attempt is not None and attempt >= 0 else None,
@@ -375,6 +376,7 @@ def build_outcome(
         gateway=gateway,
         latency_ms=round(max(0.0, end - start) * 1000.0, 3) if start is not None and end is not None else None,
         ratelimit=RateLimit(**quota) if quota else None,
+        origin=None if ok else "caller" if left else "upstream",
     )
 
 
@@ -462,6 +464,7 @@ class CoolantCallback(CustomLogger):
         self._counts = dict.fromkeys(CallbackStats.__dataclass_fields__, 0)
         self._count_lock = threading.Lock()
         self._attempts = _Attempts()
+        self._seen = Seen()
         self._warned_disabled = False
         self._last_error_log = float("-inf")
         self._atexit = False
@@ -498,6 +501,18 @@ class CoolantCallback(CustomLogger):
 
     async def async_log_failure_event(self, kwargs: Any, response_obj: Any, start_time: Any, end_time: Any) -> None:
         await self._handle_async(kwargs, start_time, end_time, False)
+
+    async def async_post_call_failure_deployment_hook(self, request_data: Any, exception: Exception, call_type: Any,
+                                                      fallback_depth: int | None = None) -> None:
+        """Every attempt whose call raised, retries and fallback hops included: the one report of a proxy's
+        retries (`coolant.integrations.litellm_attempts`). LiteLLM awaits it before it re-raises the failure,
+        so it comes before the attempt's `async_log_failure_event`, which is then a repeat."""
+        try:
+            kwargs, start = from_deployment_hook(_mapping(request_data), exception)
+        except Exception:
+            self._failed()
+            return
+        await self._handle_async(kwargs, start, datetime.now(), False)  # naive local time, as LiteLLM's own
 
     # -- the rest --
 
@@ -790,8 +805,12 @@ class CoolantCallback(CustomLogger):
                     self._warned_disabled = True
                     log.warning("coolant: %s is not set: LiteLLM outcomes are not published", ENV_BOOTSTRAP)
                 return None
-            record = build_outcome(_mapping(kwargs), start_time, end_time, ok=ok, gateway=self._gateway,
+            kwargs = _mapping(kwargs)
+            record = build_outcome(kwargs, start_time, end_time, ok=ok, gateway=self._gateway,
                                    attempts=self._attempts)
+            if not self._seen.first(attempt_key(kwargs, record.deployment_id, record.model_group)):
+                self._count("repeated")
+                return None
             accepted, cd = self._publish(sink, record)
             if accepted:
                 self._count("published")

@@ -8,10 +8,15 @@ imported by their own names, so they carry `litellm` in them to stay unique.
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import json
 import os
+import socket
+import subprocess
 import sys
 import threading
 import time
+import uuid
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -53,7 +58,18 @@ def _error(status: int, message: str, kind: str, **headers: str) -> web.Response
                              headers=headers)
 
 
-_MODES = frozenset({"ok", "quota", "rl", "err", "long"})
+_MODES = frozenset({"ok", "quota", "rl", "err", "long", "cut", "early", "slow"})
+STREAM_CHUNKS = 3
+"""Chunks a `cut` stream sends before it dies."""
+SLOW_CHUNKS, SLOW_EVERY = 50, 0.1
+"""A `slow` stream: chunks, seconds between two (a caller can leave half-way)."""
+
+
+def _chunk(model: str, content: str | None, finish: str | None = None) -> bytes:
+    delta = {} if content is None else {"role": "assistant", "content": content}
+    body = {"id": "chatcmpl-coolant", "object": "chat.completion.chunk", "created": int(time.time()), "model": model,
+            "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]}
+    return b"data: " + json.dumps(body).encode() + b"\n\n"
 
 
 class FakeOpenAI:
@@ -61,9 +77,14 @@ class FakeOpenAI:
 
     A deployment picks its behaviour with its `api_base`, `http://127.0.0.1:<port>/<mode>/v1`:
     `ok` (200), `quota` (200 announcing a spent budget: `QUOTA_HEADERS`), `rl` (429 with `Retry-After: 17`),
-    `err` (500), `long` (500 with a 5,000-character message).
+    `err` (500), `long` (500 with a 5,000-character message); for a streamed request (`stream: true`): `cut`
+    (a 200 stream that dies after `STREAM_CHUNKS` chunks: no final chunk, no `[DONE]`, the connection closed),
+    `early` (a 200 stream closed before its first chunk), `slow` (`SLOW_CHUNKS` chunks `SLOW_EVERY` s apart, then
+    a clean end); unstreamed, `cut` and `early` close the connection without an answer and `slow` answers 200.
     Any other mode answers 200 until it is put in `failing`, then 500 (an incident switched on at a chosen moment).
-    Any key but `sk-good` gets a 401, whatever the mode (a broken deployment). `calls` counts (mode, status).
+    Any key but `sk-good` gets a 401, whatever the mode (a broken deployment). `calls` counts (mode, status) as
+    the request arrives: every upstream call, whatever became of it (a dropped one counts as status 0, a
+    stream as 200).
     """
 
     def __init__(self) -> None:
@@ -77,10 +98,13 @@ class FakeOpenAI:
     def base(self, mode: str) -> str:
         return f"http://127.0.0.1:{self.port}/{mode}/v1"
 
-    async def _handle(self, request: web.Request) -> web.Response:
+    async def _handle(self, request: web.Request) -> web.StreamResponse:
         mode = request.match_info["mode"]
         body = await request.json()
-        if request.headers.get("Authorization") != f"Bearer {GOOD_KEY}":
+        authorized = request.headers.get("Authorization") == f"Bearer {GOOD_KEY}"
+        if authorized and mode in ("cut", "early", "slow"):
+            return await self._stream(request, mode, str(body.get("model")), bool(body.get("stream")))
+        if not authorized:
             response = _error(401, "Incorrect API key provided: sk-brok****oken.", "invalid_request_error")
         elif mode == "ok" or (mode not in _MODES and mode not in self.failing):
             response = web.json_response(_chat(str(body.get("model"))))
@@ -93,6 +117,34 @@ class FakeOpenAI:
         else:
             response = _error(500, "The server had an error while processing your request.", "server_error")
         self.calls[(mode, response.status)] += 1
+        return response
+
+    async def _stream(self, request: web.Request, mode: str, model: str, streamed: bool) -> web.StreamResponse:
+        if not streamed and mode != "slow":
+            self.calls[(mode, 0)] += 1
+            _drop(request)
+            return web.Response()  # never sent: the connection is gone
+        if not streamed:
+            self.calls[(mode, 200)] += 1
+            return web.json_response(_chat(model))
+        self.calls[(mode, 200)] += 1
+        response = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
+        await response.prepare(request)
+        if mode == "early":
+            _drop(request)
+            return response
+        count = STREAM_CHUNKS if mode == "cut" else SLOW_CHUNKS
+        for i in range(count):
+            await response.write(_chunk(model, f"t{i} "))
+            if mode == "slow":
+                await asyncio.sleep(SLOW_EVERY)
+        if mode == "cut":
+            await asyncio.sleep(0.05)  # the chunks reach the caller before the connection dies
+            _drop(request)
+            return response
+        await response.write(_chunk(model, None, "stop"))
+        await response.write(b"data: [DONE]\n\n")
+        await response.write_eof()
         return response
 
     async def _start(self) -> None:
@@ -118,6 +170,13 @@ class FakeOpenAI:
         self._thread.join(10)
 
 
+def _drop(request: web.Request) -> None:
+    """Close the connection mid-answer, as a dying upstream does (no chunked terminator)."""
+    transport = request.transport
+    if transport is not None:
+        transport.close()
+
+
 def deployment(dep_id: str, group: str, api_base: str | None = None, *, key: str = GOOD_KEY,
                mock: str | None = None, **params: Any) -> dict[str, Any]:
     """One model_list entry: against the fake server (`api_base`) or a LiteLLM `mock_response`."""
@@ -130,3 +189,80 @@ def deployment(dep_id: str, group: str, api_base: str | None = None, *, key: str
 
 
 MESSAGES = [{"role": "user", "content": "hi"}]
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+class Proxy:
+    """One `litellm --config` process on a free port of 127.0.0.1, as a deployment runs it, logging to a file.
+
+    It runs with `cwd=workdir` and this checkout on `PYTHONPATH`; `env` is added to the environment. `client()`
+    is an `openai.AsyncOpenAI` on it with the SDK's own retries off (every failed request is one the caller
+    sees); `client` is one made on first use, for a caller that stays on one event loop.
+    """
+
+    def __init__(self, name: str, config: Path, env: dict[str, str], workdir: Path, timeout: float = 30.0) -> None:
+        self.name, self.port, self.timeout = name, _free_port(), timeout
+        self.key = f"sk-{uuid.uuid4().hex}"
+        self.log_path = workdir / f"{name}.log"
+        self.log = self.log_path.open("wb")
+        full = {**os.environ, "PYTHONPATH": str(ROOT), "LITELLM_LOCAL_MODEL_COST_MAP": "True",
+                "LITELLM_EVENT_LOOP": "asyncio",  # uvloop is not installed here
+                "LITELLM_MASTER_KEY": self.key, **env}
+        self.proc = subprocess.Popen([str(Path(sys.executable).parent / "litellm"), "--config", str(config),
+                                      "--host", "127.0.0.1", "--port", str(self.port)], env=full, stdout=self.log,
+                                     stderr=subprocess.STDOUT, cwd=workdir)
+        self.base_url = f"http://127.0.0.1:{self.port}/v1"
+        self._client: Any = None
+
+    def new_client(self) -> Any:
+        import openai
+
+        return openai.AsyncOpenAI(base_url=self.base_url, api_key=self.key, max_retries=0, timeout=self.timeout)
+
+    @property
+    def client(self) -> Any:
+        if self._client is None:
+            self._client = self.new_client()
+        return self._client
+
+    def log_tail(self, chars: int = 3000) -> str:
+        self.log.flush()
+        return self.log_path.read_text(errors="replace")[-chars:]
+
+    def ready(self, timeout: float = 300.0) -> None:
+        """Block until the proxy serves (it lists its models)."""
+        import openai
+
+        client = openai.OpenAI(base_url=self.base_url, api_key=self.key, max_retries=0, timeout=10)
+        deadline = time.monotonic() + timeout
+        while True:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"proxy {self.name} exited: {self.log_tail()}")
+            with contextlib.suppress(openai.APIConnectionError, openai.APITimeoutError):
+                client.models.list()
+                return
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"proxy {self.name} did not start in {timeout:g} s (log: {self.log_path})")
+            time.sleep(0.5)
+
+    def terminate(self) -> None:
+        self.proc.terminate()
+        try:
+            self.proc.wait(20)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait(20)
+        self.log.close()
+
+    async def wait_ready(self, timeout: float = 300.0) -> None:
+        await asyncio.to_thread(self.ready, timeout)
+
+    async def stop(self) -> None:
+        if self._client is not None:
+            await self._client.close()
+        await asyncio.to_thread(self.terminate)
