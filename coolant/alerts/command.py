@@ -30,8 +30,10 @@ from coolant.alerts.slack import Payload
 from coolant.alerts.webhook import Webhook, redact
 from coolant.config.errors import ConfigError
 from coolant.config.runtime import DEFAULT_KAFKA_BOOTSTRAP, KafkaSettings
+from coolant.io import logs
 from coolant.io.connect import ConnectConfig, ConnectionFailed, KafkaDiagnosis, kafka_problem, kafka_settings
 from coolant.io.terminal import fail, say
+from coolant.processors.redact import shown
 from coolant.schemas import Cooldown, HealthTransition
 
 __all__ = ["alerts_command", "tail_command"]
@@ -129,7 +131,7 @@ def tail_command(
         rec = msg.record
         if rec is None or not isinstance(rec, Cooldown | HealthTransition):
             why = msg.invalid if rec is None else f"unexpected {rec.schema} record"
-            say(f"coolant tail: warning: {msg.where}: skipped: {why}")
+            say(f"coolant tail: warning: {msg.where}: skipped: {shown(why or '')}")
             return
         if as_json:
             value = msg.value.strip() if msg.value is not None else b""
@@ -234,6 +236,7 @@ def alerts_command(
     level = getattr(logging, loglevel.upper(), None)
     if not isinstance(level, int):
         raise typer.BadParameter(f"unknown level {loglevel!r}", param_hint="--loglevel")
+    logs.install()
     logging.basicConfig(level=level, format="%(asctime)s %(levelname)s %(name)s: %(message)s", stream=sys.stderr)
     logging.getLogger("aiokafka").setLevel(max(level, logging.WARNING))
     topics = _topics(topic_prefix, cooldowns, transitions)

@@ -1,4 +1,8 @@
-"""How `coolant tail` shows a record to a person: one styled line each, `now` passed in for "remaining"."""
+"""How `coolant tail` shows a record to a person: one styled line each, `now` passed in for "remaining".
+
+Every text from the record is shown `printable` (control characters escaped) and its exception redacted: a
+record's newline cannot forge a line of its own, nor an escape sequence restyle the terminal.
+"""
 
 from __future__ import annotations
 
@@ -7,6 +11,7 @@ from datetime import UTC, datetime
 from rich.text import Text
 
 from coolant.alerts.slack import exception_text
+from coolant.processors.redact import printable
 from coolant.schemas import Cooldown, HealthTransition, Record
 
 
@@ -26,7 +31,7 @@ def line(rec: Record, now: float) -> Text | None:
         return Text.assemble(
             (clock(rec.ts), "dim"), "  ",
             ("COOLDOWN ", "bold cyan"),
-            (rec.deployment_id, "bold"), f" ({rec.model_group})  ",
+            (printable(rec.deployment_id), "bold"), f" ({printable(rec.model_group)})  ",
             (rec.reason, "yellow"), f"  {_status(rec.status_code)}  ",
             exception_text(rec.exception_type, rec.exception_received),
             f"  until {clock(rec.until)} ({rec.cooldown_time:g} s, {remaining})",
@@ -38,12 +43,12 @@ def line(rec: Record, now: float) -> Text | None:
         parts: list[str | tuple[str, str]] = [
             (clock(rec.ts), "dim"), "  ",
             ("HEALTH   ", "bold green" if rec.healthy else "bold red"),
-            (rec.deployment_id, "bold"), f" ({rec.model_group})  ",
+            (printable(rec.deployment_id), "bold"), f" ({printable(rec.model_group)})  ",
             (f"{before} → {after}", "green" if rec.healthy else "red"),
         ]
         if not rec.healthy:
             parts.append(f"  {_status(rec.status_code)}  {exception_text(rec.exception_type, rec.exception_received)}")
-        prober = f" by {rec.prober}" if rec.prober else ""
-        parts.append((f"  probe {rec.probe_event_id}{prober}", "dim"))
+        prober = f" by {printable(rec.prober)}" if rec.prober else ""
+        parts.append((f"  probe {printable(rec.probe_event_id)}{prober}", "dim"))
         return Text.assemble(*parts)
     return None

@@ -2,7 +2,8 @@
 
 `text` is the notification and fallback line; the mrkdwn section says who (deployment, group), why
 (reason, status, masked exception), the evidence the decision saw and until when. Record text is
-escaped (`&`, `<`, `>`) so an exception message cannot inject mentions or links.
+escaped (`&`, `<`, `>`) so an exception message cannot inject mentions or links, and its control characters are
+escaped so it cannot start a line of its own.
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from coolant.alerts.recovery import Pending
-from coolant.processors.redact import redact
+from coolant.processors.redact import printable, shown
 from coolant.schemas import Cooldown, HealthTransition
 
 Payload = dict[str, Any]
@@ -30,8 +31,9 @@ def seconds(value: float) -> str:
 
 
 def escape(text: str) -> str:
-    """Slack's three control characters; backticks would end a code span, so they become quotes."""
-    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;").replace("`", "'")
+    """Slack's three control characters; backticks would end a code span, so they become quotes; a newline or
+    another control character is escaped (`printable`): record text never starts a line of the alert."""
+    return printable(text).replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;").replace("`", "'")
 
 
 def code(text: str) -> str:
@@ -41,8 +43,9 @@ def code(text: str) -> str:
 def exception_text(exception_type: str | None, received: str) -> str:
     """The readable head of masked text (the `*` tail says nothing), with the type when it adds something.
 
-    Redacted again (S1): the records on the topic already are, unless written by an older version or by hand."""
-    received, exception_type = redact(received), None if exception_type is None else redact(exception_type)
+    Redacted again (S1): the records on the topic already are, unless written by an older version or by hand.
+    Control characters escaped (`shown`), for `tail` as for alerts."""
+    received, exception_type = shown(received), None if exception_type is None else shown(exception_type)
     head = received.rstrip("*") + ("…" if received.endswith("*") else "")
     if len(head) > _EXCEPTION_WIDTH:
         head = head[: _EXCEPTION_WIDTH - 1] + "…"

@@ -207,8 +207,9 @@ def worker_command(
     ] = None,
     keep_raw_deadletters: Annotated[
         bool,
-        typer.Option("--keep-raw-deadletters", help="Dead letters keep invalid records as they came; by default "
-                     "secrets in them are redacted (docs/input-bounds.md S2). Only on a restricted dead-letter topic."),
+        typer.Option("--keep-raw-deadletters", help="Dead letters keep invalid records as they came, secrets "
+                     "included (each labelled raw_unredacted; the error text is still redacted). By default secrets "
+                     "in them are redacted (docs/input-bounds.md S2). Only on a restricted dead-letter topic."),
     ] = False,
     max_ts_ahead: Annotated[
         float,

@@ -7,16 +7,18 @@ from datetime import UTC, datetime
 
 from rich.console import Console, JustifyMethod
 from rich.table import Table
+from rich.text import Text
 
 from coolant.io.cooldowns import ActiveCooldown
-from coolant.processors.redact import redact
+from coolant.processors.redact import printable, shown
 
 _EXCEPTION_WIDTH = 40
 
 
 def _short(exception: str) -> str:
-    """The masked tail (`*`s) says nothing; keep the readable head (redacted: a router's own key is not masked)."""
-    exception = redact(exception)
+    """The masked tail (`*`s) says nothing; keep the readable head (redacted: a router's own key is not masked;
+    control characters escaped: a newline would break the table's row)."""
+    exception = shown(exception)
     text = exception.rstrip("*") + ("…" if exception.endswith("*") else "")
     return text if len(text) <= _EXCEPTION_WIDTH else text[: _EXCEPTION_WIDTH - 1] + "…"
 
@@ -47,13 +49,7 @@ def render(cooldowns: Sequence[ActiveCooldown], console: Console) -> None:
         # wrap (fold) rather than cut: ids of one group often differ only at the end
         table.add_column(name, justify=justify, overflow="fold")
     for c in cooldowns:
-        table.add_row(
-            c.deployment_id,
-            c.model_group or "-",
-            c.reason or "-",
-            c.status_code or "-",
-            _short(c.exception),
-            f"{c.remaining:.1f}",
-            _utc(c.until),
-        )
+        # Text, not str: a str cell is read as rich markup, and these values come from Redis, written by anyone
+        cells = (c.deployment_id, c.model_group or "-", c.reason or "-", c.status_code or "-", _short(c.exception))
+        table.add_row(*(Text(printable(v)) for v in cells), f"{c.remaining:.1f}", _utc(c.until))
     console.print(table)

@@ -1,7 +1,8 @@
 """The cooldowns routers see right now, read back from Redis (`coolant status`, the admin API, the demo).
 
 It reads what routers read (the LiteLLM keys), not what coolant meant to write, so cooldowns set by LiteLLM
-routers themselves show up too; coolant's detail key only adds the group and reason LiteLLM's value lacks.
+routers themselves show up too; coolant's detail key only adds the group and reason LiteLLM's value lacks. A
+router's own value is not redacted (LiteLLM keeps the provider's text), so the exception is redacted here (S1).
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from typing import Any
 import redis.asyncio as redis_asyncio
 
 from coolant.io.materializer import cooldown_key, cooldown_key_glob, cooldown_key_id, detail_key
+from coolant.processors.redact import redact
 from coolant.schemas import Cooldown, InvalidRecord, decode
 
 _CHUNK = 500
@@ -93,7 +95,7 @@ def _one(deployment_id: str, value: Mapping[str, Any], detail: Cooldown | None, 
         model_group=None if detail is None else detail.model_group,
         reason=reason,
         status_code=status if isinstance(status, str) else None,
-        exception=exception if isinstance(exception, str) else "",
+        exception=redact(exception) if isinstance(exception, str) else "",
         started=started,
         until=until,
         remaining=until - now,

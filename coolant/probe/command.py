@@ -14,6 +14,7 @@ import typer
 from rich.console import Console
 
 from coolant.config.errors import ConfigError
+from coolant.io import logs
 from coolant.probe.http import Engine
 from coolant.probe.targets import load_targets
 
@@ -88,6 +89,7 @@ def probe_command(
     if engine not in ("http", "litellm", "auto"):
         _say(f"--engine must be http, litellm or auto, got {engine!r}")
         raise typer.Exit(2)
+    logs.install()
     logging.basicConfig(level=loglevel.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     logging.getLogger("aiokafka").setLevel(logging.WARNING)
     try:

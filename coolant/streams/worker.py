@@ -18,6 +18,7 @@ from redis.backoff import NoBackoff
 
 from coolant.config.errors import ConfigError
 from coolant.config.loader import Config, load_config
+from coolant.io import logs
 from coolant.io.admin import ensure_topics
 from coolant.io.connect import ConnectionFailed, KafkaDiagnosis, kafka_problem, redis_client
 from coolant.streams import heap, metrics
@@ -143,11 +144,15 @@ def run(cfg: Config, opts: WorkerOptions, loglevel: str = "info", shadow: Config
         verbose: bool = False) -> None:
     """Blocks until the worker stops (SIGTERM/SIGINT shut it down cleanly). `verbose`: Faust's and the Kafka
     client's own logs at `loglevel` too (otherwise warnings only, see `quiet_libraries`)."""
+    logs.install()
     if not verbose:
         quiet_libraries()
     heap.tune()  # before any thread starts (see coolant/streams/heap.py)
     for name in drop_conflicting_env(os.environ):
         log.warning("ignoring environment variable %s: coolant sets it from its own options", name)
+    if opts.keep_raw_deadletters:
+        log.warning("--keep-raw-deadletters: dead letters keep invalid records UNREDACTED, secrets included "
+                    "(labelled raw_unredacted); restrict who can read %s", Topics(cfg.runtime.topic_prefix).deadletter)
     loop = asyncio.new_event_loop()
     asyncio.set_event_loop(loop)
     pipeline = build_pipeline(cfg, opts, loop, shadow)

@@ -48,3 +48,22 @@ def test_secrets_are_redacted_unless_raw_is_kept() -> None:
 def test_tombstone() -> None:
     d = _dl(None)
     assert d["tombstone"] is True and d["raw_size"] == 0
+
+
+def test_kept_raw_is_labelled_and_the_error_still_redacted() -> None:
+    """--keep-raw-deadletters keeps the record as it came, says so in the value, and never the error's secret."""
+    raw = b'{"password": "hunter2"}'
+    kept = orjson.loads(deadletter_value("bad password=hunter2", "t", 0, 0, raw, keep_raw=True))
+    assert kept["raw"] == raw.decode() and kept["raw_unredacted"] is True
+    assert "hunter2" not in kept["error"]
+    default = orjson.loads(deadletter_value("bad password=hunter2", "t", 0, 0, raw))
+    assert "raw_unredacted" not in default and "hunter2" not in default["raw"] + default["error"]
+
+
+def test_a_secret_across_the_cut_is_redacted_whole() -> None:
+    """The cut at RAW_KEEP comes after redaction: a PEM block that straddles it leaves none of its body."""
+    body = "MIIEpAIBAAKCAQEA3Tz2mr7SZiAMfQyuvBjM9Oi" * 60
+    raw = ('{"m": "' + "x" * (RAW_KEEP - 100) + "-----BEGIN RSA PRIVATE KEY-----" + body
+           + '-----END RSA PRIVATE KEY-----", "pad": "' + "y" * 2 * RAW_KEEP + '"}').encode()
+    d = _dl(raw)
+    assert d["raw_truncated"] is True and "MIIEpAIB" not in str(d["raw"]) and d["raw_size"] == len(raw)

@@ -1,0 +1,54 @@
+"""Issue 26: a record's text is shown on one line, redacted, in `tail`, in alerts and in logs."""
+
+from __future__ import annotations
+
+import logging
+
+import msgspec
+import pytest
+
+from coolant.alerts.render import line
+from coolant.alerts.slack import cooldown_payload, transition_payload
+from coolant.io import logs
+from tests.alerts.support import cooldown, transition
+
+HOSTILE = "boom\n2026-01-01 00:00:00Z  COOLDOWN forged (g)  \x1b[2J password=hunter2 -----BEGIN PRIVATE KEY-----\nMIIE"
+
+
+def test_tail_shows_one_line_per_record_whatever_its_text() -> None:
+    cd = msgspec.structs.replace(cooldown(1, dep="dep\nforged"), model_group="g\r\nx", exception_received=HOSTILE)
+    ht = msgspec.structs.replace(transition(1, healthy=False, previous=True), prober="p\nq", probe_event_id="e\x1b[0m",
+                                 exception_received=HOSTILE)
+    for rec in (cd, ht):
+        text = line(rec, 1_800_000_000.0)
+        assert text is not None
+        plain = text.plain
+        assert "\n" not in plain and "\r" not in plain and "\x1b" not in plain, plain
+        assert "hunter2" not in plain and "MIIE" not in plain
+    assert "dep\\nforged" in line(cd, 1_800_000_000.0).plain  # type: ignore[union-attr]
+
+
+def test_alerts_keep_their_own_lines_only() -> None:
+    cd = msgspec.structs.replace(cooldown(1, dep="dep\nforged"), exception_received=HOSTILE)
+    ht = msgspec.structs.replace(transition(1, healthy=False, previous=True), exception_received=HOSTILE)
+    for payload, lines in ((cooldown_payload(cd), 4), (transition_payload(ht), 3)):
+        body = payload["blocks"][0]["text"]["text"]
+        assert body.count("\n") == lines - 1, body
+        assert "\n" not in payload["text"] and "hunter2" not in str(payload) and "MIIE" not in str(payload)
+
+
+@pytest.fixture
+def safe_logs() -> object:
+    before = logging.getLogRecordFactory()
+    logs.install()
+    yield
+    logging.setLogRecordFactory(before)
+
+
+def test_log_messages_are_one_line_and_redacted(safe_logs: object, caplog: pytest.LogCaptureFixture) -> None:
+    with caplog.at_level(logging.INFO, logger="coolant.test"):
+        logging.getLogger("coolant.test").warning("dead letter %s: %s", "t[0]@1", HOSTILE)
+    (record,) = caplog.records
+    message = record.getMessage()
+    assert "\n" not in message and "\x1b" not in message and "hunter2" not in message and "MIIE" not in message
+    assert message.startswith("dead letter t[0]@1: boom\\n2026-01-01")
