@@ -31,7 +31,13 @@ from coolant.processors.redact import redact
 from coolant.schemas import Cooldown, Health, HealthTransition, InvalidRecord, Outcome, Record, decode, encode
 from coolant.streams import admin_api, metrics
 from coolant.streams.deadletter import ERROR_KEEP, deadletter_value
-from coolant.streams.faust_adapter import FetchTuning, keep_unacknowledged, partition_count, recovery_state
+from coolant.streams.faust_adapter import (
+    FetchTuning,
+    keep_unacknowledged,
+    partition_count,
+    producer_state,
+    recovery_state,
+)
 from coolant.streams.faust_adapter import install as install_fast_path
 from coolant.streams.lane import FILL, Lane
 from coolant.streams.monitor import (
@@ -40,6 +46,7 @@ from coolant.streams.monitor import (
     ActiveCooldownsReporter,
     LagReporter,
     StallWatch,
+    awaiting,
 )
 from coolant.streams.pathstore import PathStore
 from coolant.streams.registry import LiveRegistry, follow
@@ -364,6 +371,8 @@ class Pipeline:
         self._idle = asyncio.Event()
         self._idle.set()
         self.lanes = {n.outcomes: Lane(), n.health: Lane()}
+        self._lane_tasks: dict[str, asyncio.Task[None]] = {}
+        """Each lane's task (for the stall diagnosis)."""
         self.routing = PartitionCheck(lambda topic: partition_count(app, topic), self._send_to, opts.misrouted)
         # input lanes, and the failover guards faust 0.15.3 needs; else the plain path (see faust_adapter)
         fetch = FetchTuning(opts.fetch_max_wait_ms, opts.fetch_min_bytes)
@@ -398,7 +407,7 @@ class Pipeline:
             token=opts.admin_token, write_rate=opts.admin_rate,
         )
         self.admin.register()
-        self.stall = StallWatch(diagnose=lambda: recovery_state(app))
+        self.stall = StallWatch(diagnose=self._diagnosis)
         inputs = (self.outcomes.get_topic_name(), self.health.get_topic_name())
         app.timer(LAG_INTERVAL, name="consumer-lag")(LagReporter(app, self.stall.waiting, inputs).run)
         if sink is not None:
@@ -437,6 +446,16 @@ class Pipeline:
         async def prometheus(web: Any, request: Any) -> Any:
             return web.bytes(generate_latest(metrics.REGISTRY), headers={"Content-Type": CONTENT_TYPE_LATEST})
 
+    def _diagnosis(self) -> str:
+        """What a stall log line adds: the table recovery, the producer's unacknowledged batches, each lane's pending
+        messages and where its task waits."""
+        lanes = "; ".join(
+            f"lane {topic}: {len(lane)} pending, "
+            + (awaiting(task) if (task := self._lane_tasks.get(topic)) is not None else "no task")
+            for topic, lane in self.lanes.items()
+        )
+        return f"{recovery_state(self.app)}; {producer_state(self.app)}; {lanes}"
+
     async def _check_redis(self) -> None:
         """A PING, so a wrong password or certificate shows on /healthz even while no cooldown is being written."""
         assert self.sink is not None
@@ -463,6 +482,7 @@ class Pipeline:
         """One input lane: take what is pending, decode it once, let each decider decide it, then acknowledge
         (Faust commits an offset only once every message before it is acknowledged)."""
         lane = self.lanes[topic]
+        self._lane_tasks[topic] = asyncio.current_task()  # type: ignore[assignment]  # (always in a task)
         while not self._stopping:
             batch = await lane.take()
             if self._stopping:

@@ -28,6 +28,16 @@ The fast path (`install`) overrides, and why:
    for, forever. Seen: recovery at -1 of 9 on a `request-state` partition, read offset none, fetch position 10.
    It reads `tables.recovery`'s `in_recovery`, `active_remaining()`, `active_offsets` and aiokafka's positions,
    and seeks with Faust's `Consumer.seek`.
+9. `TrackedProducer` registers each topic with the aiokafka producer's metadata (`client.add_topic`) before its
+   first send, reading the client's tracked set (`_topics`). aiokafka refreshes metadata for all topics while it
+   tracks none, and only for the tracked ones after that; Faust's topic declarations refresh with nothing tracked,
+   so the producer sends to topics it knows but does not track. The first topic it did track (one that was missing
+   from the last refresh, e.g. a changelog topic created just before it) made the next refresh drop every other
+   topic from the producer's metadata; a batch waiting for such a topic then had no partition leader, and the
+   refreshes its sender asked for never brought the topic back: it waited for Faust's producer request timeout
+   (20 minutes), and so did Faust's commit (`producer.flush()`) and any lane awaiting a send to that topic. Seen
+   as issue 26's stall (a lane awaiting a misrouted record's re-publication, the dead letters before it never
+   delivered); `producer_state` describes the producer's batches in the stall log line.
 Both paths also use `Table.data` (the table's in-memory store, read and written by `pathstore.py` and the
 history agent) and `Producer.send(topic, key, value, partition, ...)`, Faust's documented producer call. The
 plain path sets `Message.acked` on a stale message of a `take_events` batch (`keep_unacknowledged`).
@@ -65,6 +75,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
+import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from importlib.metadata import PackageNotFoundError, version
@@ -272,6 +283,7 @@ def install(app: Any, lanes: Mapping[str, Lane], fetch: FetchTuning | None = Non
     else:
         fast = lanes_wanted()
         app.transport.Consumer = _tuned(consumer_class(lanes) if fast else SeekSafeConsumer, fetch)
+        app.transport.Producer = TrackedProducer
         guard_flow_control(app, lanes if fast else {})
         app.timer(REWIND_AFTER, name="recovery-watch")(RecoveryWatch(app).tick)
         if fast:
@@ -283,6 +295,46 @@ def install(app: Any, lanes: Mapping[str, Lane], fetch: FetchTuning | None = Non
 
     app.task(announce)
     return why
+
+
+class TrackedProducer(faust_aiokafka.Producer):  # type: ignore[misc,unused-ignore]  # faust is untyped
+    """Faust's producer, each topic tracked by the Kafka client's metadata before its first send (see 9 above), so
+    that no metadata refresh can drop a topic with batches waiting for it."""
+
+    async def send(self, topic: str, *args: Any, **kwargs: Any) -> Any:
+        client = self._ensure_producer().client
+        if topic not in client._topics:
+            client.add_topic(topic)  # (asks for a refresh that includes it; the send waits for one if it must)
+        return await super().send(topic, *args, **kwargs)
+
+
+def producer_state(app: Any) -> str:
+    """One line on the Kafka producer, for the stall log: the partitions with batches not yet acknowledged by the
+    broker (queued or in flight, the oldest's age, whether the producer knows the partition's leader), and how
+    many topics its metadata tracks and knows."""
+    producer = getattr(app.producer, "_producer", None)
+    if producer is None:
+        return "producer: not started"
+    client = producer.client
+    cluster = client.cluster
+    accumulator = producer._message_accumulator
+    now = time.monotonic()
+    waiting: dict[Any, list[float]] = {}
+    for tp, batches in accumulator._batches.items():
+        waiting.setdefault(tp, []).extend(now - b._ctime for b in batches)
+    in_flight = {b.tp for b in accumulator._pending_batches}
+    for batch in accumulator._pending_batches:
+        waiting.setdefault(batch.tp, []).append(now - batch._ctime)
+    parts = []
+    for tp, ages in sorted(waiting.items(), key=lambda item: -max(item[1]))[:8]:
+        leader = cluster.leader_for_partition(tp)
+        parts.append(f"{tp.topic}[{tp.partition}] {len(ages)} batch(es), oldest {max(ages):.1f} s"
+                     f"{', in flight' if tp in in_flight else ''}"
+                     f"{', leader unknown' if leader is None or leader == -1 else ''}"
+                     f"{', topic not tracked' if tp.topic not in client._topics else ''}")
+    return (f"producer: {len(waiting)} partition(s) with unacknowledged batches"
+            f"{': ' + '; '.join(parts) if parts else ''}; metadata tracks {len(client._topics)} topic(s), knows "
+            f"{len(cluster.topics())}")
 
 
 def _tuned(cls: type[SeekSafeConsumer], fetch: FetchTuning | None) -> type[SeekSafeConsumer]:

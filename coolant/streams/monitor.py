@@ -7,6 +7,7 @@ an agent.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
 from collections import Counter
@@ -131,6 +132,19 @@ class StallWatch:
 
     def stalled_for(self) -> float | None:
         return None if self.stalled_since is None else self.clock() - self.stalled_since
+
+
+def awaiting(task: asyncio.Task[Any]) -> str:
+    """Where a task waits: its coroutines from the outermost to the one suspended (`function:line > ...`), for the
+    stall log line. A task's own stack shows only its outermost coroutine."""
+    parts = []
+    coro: Any = task.get_coro()
+    while coro is not None:
+        frame = getattr(coro, "cr_frame", None) or getattr(coro, "gi_frame", None)
+        if frame is not None:
+            parts.append(f"{frame.f_code.co_name}:{frame.f_lineno}")
+        coro = getattr(coro, "cr_await", None) or getattr(coro, "gi_yieldfrom", None)
+    return " > ".join(parts) if parts else ("done" if task.done() else "not started")
 
 
 class ActiveCooldownsReporter:

@@ -6,14 +6,22 @@ this file restarts is its own (`case.redis_server()`), never the shared one.
 
 from __future__ import annotations
 
+import asyncio
 import base64
+import contextlib
 import time
+from dataclasses import replace
+from pathlib import Path
 from typing import Any
 
 import orjson
 import pytest
+from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 from redis.asyncio import Redis
 
+from coolant.config.loader import load_config
+from coolant.streams.app import Pipeline, WorkerOptions
+from coolant.streams.faust_adapter import producer_state
 from coolant.topics import Topics
 
 from .harness import (
@@ -21,6 +29,7 @@ from .harness import (
     by_id,
     diff_cooldowns,
     fleet_traffic,
+    free_port,
     key_of,
     latest_per_deployment,
     outcome,
@@ -29,11 +38,14 @@ from .harness import (
     read_json,
     read_topic,
     redis_mismatches,
+    uid,
     wait_caught_up,
     wait_for,
 )
 
 pytestmark = pytest.mark.integration
+
+EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "litellm.yaml"
 
 SECRETS = {
     "aws": "AKIAQ3EGUWY7ZK2LMN4P",
@@ -249,3 +261,47 @@ async def test_junk_on_the_cooldowns_topic_stops_no_stage(case: Case, kafka_boot
     dead = await wait_for(all_dead, "every junk cooldown dead-lettered", on_timeout=case.logs)
     assert any("materializer" in d["error"] for d in dead), [d["error"] for d in dead]
     assert w.alive and w.proc.pid == pid
+
+
+async def test_a_topic_tracked_first_strands_no_other_topics_batch(kafka_bootstrap: str, tmp_path: Path) -> None:
+    """Issue 26's stall at its root: the worker's producer knows topics from an all-topic metadata refresh without
+    tracking them; the first topic it does track (here C, created after that refresh) makes the next refresh cover
+    only the tracked ones. A batch waiting then for an untracked topic (A) lost its partition leader and waited
+    for the producer's request timeout (20 minutes): Faust's commit, which flushes the producer, with it. Every
+    topic is now tracked before its first send (`faust_adapter.TrackedProducer`), so both batches are delivered.
+    The producer lingers 0.5 s so that A's batch is still waiting when the refresh C asks for lands."""
+    cfg = load_config(EXAMPLE)
+    kafka = replace(cfg.runtime.kafka, bootstrap_servers=kafka_bootstrap)
+    cfg = replace(cfg, runtime=replace(cfg.runtime, kafka=kafka))
+    app = Pipeline(cfg, WorkerOptions(web_port=free_port(), partitions=2, datadir=str(tmp_path)), sink=None).app
+    app.conf.producer_linger = 0.5
+    producer = app.producer
+    tag = uid()
+    a, c = f"it-{tag}.a", f"it-{tag}.c"
+    admin = AIOKafkaAdminClient(bootstrap_servers=kafka_bootstrap)
+    await admin.start()
+    try:
+        await admin.create_topics([NewTopic(a, 2, 1)])
+        await producer.start()
+        client = producer._producer.client
+
+        async def known(topic: str) -> bool:
+            await client.force_metadata_update()
+            return client.cluster.partitions_for_topic(topic) is not None
+
+        await wait_for(lambda: known(a), "topic A in an all-topic refresh")  # as Faust's topic declarations do
+        await admin.create_topics([NewTopic(c, 1, 1)])
+        sent_a = await producer.send(a, b"k", b"to A", 1, None, None)
+        state = producer_state(app)
+        assert f"{a}[1] 1 batch(es)" in state, state
+        sent_c = await producer.send(c, b"k", b"to C", 0, None, None)
+        # a generous bound on what is otherwise a 20-minute hang (delivery takes about the linger, 0.5 s)
+        got = await asyncio.wait_for(asyncio.gather(sent_a, sent_c), 60)
+        assert [(m.topic, m.partition) for m in got] == [(a, 1), (c, 0)]
+        assert producer_state(app).startswith("producer: 0 partition(s)")
+    finally:
+        with contextlib.suppress(Exception):  # (a stranded batch would hold the stop too)
+            await asyncio.wait_for(producer.stop(), 30)
+        with contextlib.suppress(Exception):
+            await admin.delete_topics([a, c])
+        await admin.close()

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import logging
+import re
 from pathlib import Path
 
 import pytest
@@ -11,7 +14,7 @@ from coolant.config.loader import load_config
 from coolant.streams import metrics
 from coolant.streams.app import Pipeline, WorkerOptions
 from coolant.streams.faust_adapter import recovery_state
-from coolant.streams.monitor import StallWatch
+from coolant.streams.monitor import StallWatch, awaiting
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "litellm.yaml"
 
@@ -74,3 +77,28 @@ def test_the_stall_line_carries_the_diagnosis_and_a_failing_one_does_not_stop_it
 def test_recovery_state_of_a_worker_not_recovering() -> None:
     p = Pipeline(load_config(EXAMPLE), WorkerOptions(web_port=16068, partitions=2), sink=None)
     assert recovery_state(p.app) == "table recovery: not running"
+
+
+async def test_awaiting_names_each_coroutine_down_to_the_suspended_one() -> None:
+    never: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+
+    async def send() -> None:
+        await never
+
+    async def decide() -> None:
+        await send()
+
+    task = asyncio.create_task(decide())
+    await asyncio.sleep(0)
+    assert re.fullmatch(r"decide:\d+ > send:\d+", awaiting(task)), awaiting(task)
+    task.cancel()
+    with contextlib.suppress(asyncio.CancelledError):
+        await task
+    assert awaiting(task) == "done"
+
+
+def test_the_stall_diagnosis_of_a_worker_not_started() -> None:
+    p = Pipeline(load_config(EXAMPLE), WorkerOptions(web_port=16069, partitions=2), sink=None)
+    diagnosis = p._diagnosis()
+    assert "table recovery: not running; producer: not started; lane " in diagnosis, diagnosis
+    assert "0 pending, no task" in diagnosis
