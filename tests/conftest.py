@@ -7,6 +7,9 @@ Each is resolved in this order:
    (tests/containers_support.py; ``scripts/docker-local build`` makes local images for engines with no registry);
 3. ``scripts/kafka-local start`` / ``scripts/redis-local start`` (idempotent; the services are left running);
 4. otherwise the test fails when ``REQUIRE_INTEGRATION=1``, else it is skipped.
+
+Hypothesis runs the ``ci`` profile (full example counts) unless ``--hypothesis-profile quick`` or
+``HYPOTHESIS_PROFILE=quick`` asks for the quick one (tests/support/hypothesis.py).
 """
 
 from __future__ import annotations
@@ -21,11 +24,27 @@ from typing import TYPE_CHECKING, NoReturn
 import pytest
 
 from tests import containers_support as containers
+from tests.support import hypothesis as hypothesis_profiles
 
 if TYPE_CHECKING:
     from tests.integration.harness import Case
 
 ROOT = Path(__file__).resolve().parent.parent
+
+hypothesis_profiles.load()
+
+SERVICE_FIXTURES = frozenset({"kafka_bootstrap", "redis_url"})
+"""A test that asks for one of these (directly or through another fixture) needs a service."""
+
+
+@pytest.hookimpl(tryfirst=True)  # before `-m` selects on the markers
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Every test that needs Kafka or Redis carries the `integration` marker, so `-m 'not integration'` runs
+    exactly the service-free part. (Tests that need a service another way, a Docker engine, a redis-server of
+    their own, a LiteLLM proxy, are marked where they are written.)"""
+    for item in items:
+        if SERVICE_FIXTURES & set(getattr(item, "fixturenames", ())) and item.get_closest_marker("integration") is None:
+            item.add_marker(pytest.mark.integration)
 
 
 def _unavailable(what: str, why: str) -> NoReturn:

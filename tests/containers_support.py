@@ -12,31 +12,15 @@ import asyncio
 import contextlib
 import functools
 import gc
-import socket
 import time
 import warnings
 from collections.abc import Iterator
 from typing import Any
 
+from tests.support.ports import free_ports
+
 DEFAULT_KAFKA_IMAGE = "apache/kafka:4.1.1"
 DEFAULT_REDIS_IMAGE = "redis:7"
-
-
-def free_port(pair: bool = False) -> int:
-    """A free port on 127.0.0.1 (with `pair`, p + 1 is free as well: Kafka's controller goes there)."""
-    for _ in range(200):
-        with socket.socket() as s:
-            s.bind(("127.0.0.1", 0))
-            port = int(s.getsockname()[1])
-        if not pair:
-            return port
-        with socket.socket() as s:
-            try:
-                s.bind(("127.0.0.1", port + 1))
-            except OSError:
-                continue
-            return port
-    raise RuntimeError("no free port pair on 127.0.0.1")
 
 
 def kafka_env(port: int, controller_port: int) -> dict[str, str]:
@@ -173,7 +157,7 @@ def _started(make: Any, ready: Any, what: str, timeout: float, attempts: int = 3
     """Start `make(port)` with a fresh free port until it answers `ready(port)`; a port taken meanwhile by
     another process is retried on new ports, anything else fails at once. Yields the port."""
     for attempt in range(attempts):
-        port = free_port(pair=True)
+        port = free_ports(2)
         with contextlib.ExitStack() as stack:
             container = stack.enter_context(make(port))
             try:

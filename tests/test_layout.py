@@ -200,7 +200,7 @@ def test_only_the_live_shell_imports_faust(rules: dict[str, Rule]) -> None:
         assert not rules[unit].third_party_any and not rules[unit].third_party, unit
 
 
-ACROSS_FOLDERS = frozenset({"integration", "containers", "litellm", "data"})
+ACROSS_FOLDERS = frozenset({"integration", "containers", "litellm", "data", "support"})
 """Test folders that follow no single package folder (docs/development.md says what each holds)."""
 TOP_LEVEL_TESTS = frozenset({"test_vectors.py", "test_layout.py", "test_spec.py", "test_readme.py"})
 

@@ -11,6 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from coolant.config.yaml_read import load_yaml, safe_loader
+from tests.support.hypothesis import examples
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -82,7 +83,7 @@ data = st.recursive(
 )
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(data, st.sampled_from([None, True, False]), st.booleans())
 def test_random_documents(value: Any, flow: bool | None, sort: bool) -> None:
     try:

@@ -20,8 +20,9 @@ import pytest
 import redis.asyncio as redis_asyncio
 import yaml
 
-from tests.containers_support import built_image, docker, free_port
+from tests.containers_support import built_image, docker
 from tests.integration.harness import outcome, produce_lines, read_json, uid, wait_for
+from tests.support.ports import free_port, free_ports
 
 pytestmark = pytest.mark.integration
 ROOT = Path(__file__).resolve().parents[2]
@@ -61,7 +62,7 @@ def test_compose_config_defaults() -> None:
 
 @pytest.fixture
 def stack() -> Iterator[dict[str, str]]:
-    kport, rport, wport = free_port(pair=True), free_port(), free_port()
+    kport, rport, wport = free_ports(2), free_port(), free_port()
     env = {
         **{k: v for k, v in os.environ.items() if not k.startswith(("KAFKA_", "REDIS_"))},
         "COMPOSE_PROJECT_NAME": f"coolant-it-{uid()}",

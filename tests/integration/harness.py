@@ -14,7 +14,6 @@ import json
 import os
 import random
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -36,6 +35,8 @@ from coolant.io import admin as kafka_admin
 from coolant.io.admin import ensure_topics
 from coolant.streams.faust_adapter import PATH_ENV, PLAIN_NOTICE
 from coolant.topics import Topics, partition_of
+from tests.support.brokers import LocalKafka
+from tests.support.ports import free_port
 
 ROOT = Path(__file__).resolve().parents[2]
 T0 = 1_800_000_000.0
@@ -63,28 +64,7 @@ def uid() -> str:
 # Ports
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
-
-def _port_free(port: int) -> bool:
-    with socket.socket() as s:
-        try:
-            s.bind(("127.0.0.1", port))
-        except OSError:
-            return False
-        return True
-
-
-def free_port_pair() -> int:
-    """A port p with p + 1 free as well (scripts/kafka-local puts its controller on p + 1)."""
-    for _ in range(200):
-        p = free_port()
-        if p < 65535 and _port_free(p + 1):
-            return p
-    raise RuntimeError("no two consecutive free ports")
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -736,44 +716,6 @@ def _pid_alive(pid: int) -> bool:
     return True
 
 
-class KafkaBroker:
-    """A second single-node broker from scripts/kafka-local (own port and state dir; the jars are shared)."""
-
-    def __init__(self, workdir: Path) -> None:
-        self.port = free_port_pair()
-        self.state = workdir / "kafka-state"
-        self.state.mkdir(parents=True, exist_ok=True)
-        self.bootstrap = f"127.0.0.1:{self.port}"
-        self.env = {**os.environ, "KAFKA_PORT": str(self.port), "KAFKA_CONTROLLER_PORT": str(self.port + 1),
-                    "KAFKA_STATE_DIR": str(self.state), "PYTHON": sys.executable}
-        # reuse the jars of the shared broker (no Maven download): link every lib-<version> dir found
-        shared = Path(os.environ.get("KAFKA_STATE_DIR") or Path(os.environ.get("COOLANT_STATE_DIR") or ROOT / ".local")
-                      / "kafka")
-        for lib in shared.glob("lib-*"):
-            if (lib / ".complete").exists() and not (self.state / lib.name).exists():
-                (self.state / lib.name).symlink_to(lib.resolve(), target_is_directory=True)
-
-    def _run(self, cmd: str, timeout: float = 180.0) -> subprocess.CompletedProcess[str]:
-        return subprocess.run([str(ROOT / "scripts" / "kafka-local"), cmd], env=self.env, capture_output=True,
-                              text=True, timeout=timeout, check=False)
-
-    def start(self) -> None:
-        r = self._run("start")
-        if r.returncode != 0:
-            raise AssertionError(f"kafka-local start on {self.port} failed (rc={r.returncode}):\n{r.stderr[-3000:]}")
-
-    def stop(self) -> None:
-        r = self._run("stop")
-        if r.returncode != 0:
-            raise AssertionError(f"kafka-local stop on {self.port} failed (rc={r.returncode}):\n{r.stderr[-3000:]}")
-
-    def log_tail(self, lines: int = 40) -> str:
-        log = self.state / f"node-{self.port}" / "logs" / "server.log"
-        with contextlib.suppress(OSError):
-            return f"--- broker {self.port} ---\n" + "\n".join(log.read_text(errors="replace").splitlines()[-lines:])
-        return ""
-
-
 # ---------------------------------------------------------------------------------------------------------------
 # One test's world
 
@@ -793,7 +735,7 @@ class Case:
         self.precreate = precreate
         self.workers: list[Worker] = []
         self.redis_servers: list[RedisServer] = []
-        self.brokers: list[KafkaBroker] = []
+        self.brokers: list[LocalKafka] = []
         self.bootstraps: set[str] = set()
         self.t_start = time.monotonic()
 
@@ -854,8 +796,8 @@ class Case:
         server.start()
         return server
 
-    def broker(self) -> KafkaBroker:
-        broker = KafkaBroker(self.tmp)
+    def broker(self) -> LocalKafka:
+        broker = LocalKafka(self.tmp)
         self.brokers.append(broker)
         broker.start()
         return broker

@@ -1,9 +1,9 @@
 """Issue 16 §5 live: every command against a SCRAM-SHA-512 + TLS Kafka and a `requirepass` + TLS Redis.
 
 Both are started by the project's scripts (`KAFKA_SECURE=1 scripts/kafka-local`, `REDIS_SECURE=1 scripts/redis-local`,
-idempotent, on their own ports, left running like the plain ones). Each command runs as a subprocess, as a user
-runs it: with the right settings it works; with a wrong one it says so in one line naming the setting, exits
-non-zero (the worker: /healthz unhealthy with the reason), and never prints the secret.
+through tests/support/brokers.py) on ports free at run time, and stopped after the module. Each command runs as a
+subprocess, as a user runs it: with the right settings it works; with a wrong one it says so in one line naming the
+setting, exits non-zero (the worker: /healthz unhealthy with the reason), and never prints the secret.
 """
 
 from __future__ import annotations
@@ -28,17 +28,16 @@ from aiokafka import AIOKafkaProducer
 from coolant.config.runtime import KafkaSettings, RedisSettings
 from coolant.io.connect import kafka_client_args, redis_client
 from coolant.topics import Topics
+from tests.support.brokers import LocalKafka, LocalRedis
 
 from .harness import Worker, wait_for
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(1200)]  # a first start downloads the broker's jars
 
 ROOT = Path(__file__).resolve().parents[2]
 USER, PASSWORD = "coolant", "coolant-secret"
 WRONG = "wrong-pw-5f1d9c"
 """A wrong password: it must appear in no output."""
-KAFKA_PORT = int(os.environ.get("COOLANT_TEST_SECURE_KAFKA_PORT", "39192"))
-REDIS_PORT = int(os.environ.get("COOLANT_TEST_SECURE_REDIS_PORT", "36479"))
 
 
 @dataclass(frozen=True)
@@ -71,34 +70,25 @@ class Secured:
         return redis_client(RedisSettings(url=self.redis_url, password=PASSWORD, ssl_cafile=self.redis_ca))
 
 
-def _script(script: str, action: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([str(ROOT / "scripts" / script), action], capture_output=True, text=True, timeout=900,
-                          env={**os.environ, "PYTHON": os.environ.get("PYTHON", sys.executable), **env}, check=False)
-
-
-def _start(script: str, env: dict[str, str]) -> dict[str, str]:
-    proc = _script(script, "start", env)
-    if proc.returncode != 0:
-        message = f"scripts/{script} start (secured) failed: {proc.stderr.strip()[-1500:]}"
-        if os.environ.get("REQUIRE_INTEGRATION") == "1":
-            pytest.fail(message, pytrace=False)
-        pytest.skip(message)
-    return dict(line.split("=", 1) for line in proc.stdout.splitlines() if "=" in line)
-
-
 @pytest.fixture(scope="module")
-def secured() -> Iterator[Secured]:
-    kafka_env = {"KAFKA_SECURE": "1", "KAFKA_PORT": str(KAFKA_PORT), "KAFKA_CONTROLLER_PORT": str(KAFKA_PORT + 1)}
-    redis_env = {"REDIS_SECURE": "1", "REDIS_PORT": str(REDIS_PORT)}
-    kafka = _start("kafka-local", kafka_env)
+def secured(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Secured]:
+    """A secured broker and Redis of this module's own, on ports free at run time, stopped after it."""
+    workdir = tmp_path_factory.mktemp("secured")
+    kafka, redis = LocalKafka(workdir, secure=True), LocalRedis(workdir, secure=True)
     try:
-        redis = _start("redis-local", redis_env)
+        kafka.start()
         try:
-            yield Secured(kafka["KAFKA_BOOTSTRAP"], kafka["KAFKA_CAFILE"], redis["REDIS_URL"], redis["REDIS_CAFILE"])
-        finally:  # nobody else uses these ports: a later run from another checkout must find them free
-            _script("redis-local", "stop", redis_env)
+            redis.start()
+            assert kafka.cafile is not None and redis.cafile is not None
+            yield Secured(kafka.bootstrap, kafka.cafile, redis.url, redis.cafile)
+        finally:
+            redis.stop()
+    except RuntimeError as exc:
+        if os.environ.get("REQUIRE_INTEGRATION") == "1":
+            pytest.fail(str(exc), pytrace=False)
+        pytest.skip(str(exc))
     finally:
-        _script("kafka-local", "stop", kafka_env)
+        kafka.stop()
 
 
 def coolant(*args: str, env: dict[str, str], timeout: float = 120) -> subprocess.CompletedProcess[str]:

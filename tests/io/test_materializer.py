@@ -9,7 +9,6 @@ import math
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import time
 import uuid
@@ -38,6 +37,7 @@ from coolant.io.materializer import (
 )
 from coolant.processors.state import HealthState
 from coolant.schemas import Cooldown, Window, encode
+from tests.support.ports import free_port
 
 
 def make_cd(
@@ -301,12 +301,6 @@ async def test_each_write_that_took_effect_is_published_after_it(r: Redis, sink:
 # --- write_with_retry -------------------------------------------------------------------------------------------
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 class _Server:
     """A throwaway redis-server we can take down and bring back on the same port."""
 
@@ -366,13 +360,14 @@ def _alive(pid: int) -> bool:
 def flaky_redis(tmp_path: Path) -> Iterator[_Server]:
     if shutil.which("redis-server") is None or shutil.which("redis-cli") is None:
         pytest.skip("redis-server/redis-cli not installed")
-    server = _Server(_free_port(), tmp_path)
+    server = _Server(free_port(), tmp_path)
     try:
         yield server
     finally:
         server.stop()
 
 
+@pytest.mark.integration  # a redis-server of its own
 async def test_write_with_retry_waits_for_redis(flaky_redis: _Server) -> None:
     flaky_redis.start()
     flaky_redis.stop()  # the port is ours, and nobody answers on it
@@ -425,6 +420,7 @@ async def test_early_writes_write_once_and_tell_the_materializer(r: Redis, sink:
     assert not early.written_early("never-submitted")
 
 
+@pytest.mark.integration  # a redis-server of its own
 async def test_early_writes_are_bounded_and_leave_failures_to_the_materializer(flaky_redis: _Server) -> None:
     flaky_redis.start()
     flaky_redis.stop()  # nobody answers: each early write fails once, and is not retried

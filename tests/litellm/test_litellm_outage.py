@@ -21,7 +21,8 @@ from support_litellm import MESSAGES, deployment
 litellm = pytest.importorskip("litellm")
 
 from coolant.integrations.litellm import CoolantCallback  # noqa: E402
-from tests.integration.harness import KafkaBroker, create_topics, read_json, wait_for  # noqa: E402
+from tests.integration.harness import create_topics, read_json, wait_for  # noqa: E402
+from tests.support.brokers import LocalKafka  # noqa: E402
 
 pytestmark = [pytest.mark.integration, pytest.mark.filterwarnings("ignore:.*ReadOnly.*:UserWarning")]
 
@@ -30,21 +31,15 @@ PREFIX = "outage."
 
 
 @pytest.fixture
-def broker(tmp_path: Path, kafka_bootstrap: str) -> Iterator[KafkaBroker]:
-    """A private broker (kafka_bootstrap: the shared one is up, so its jars are there to reuse). A start that
-    fails (a port taken meanwhile by a concurrent run) is retried once on fresh ports."""
-    b = KafkaBroker(tmp_path / "broker-1")
-    try:
-        b.start()
-    except AssertionError:
-        with contextlib.suppress(AssertionError):
-            b.stop()
-        b = KafkaBroker(tmp_path / "broker-2")
-        b.start()
+def broker(tmp_path: Path, kafka_bootstrap: str) -> Iterator[LocalKafka]:
+    """A private broker on ports claimed for this run (kafka_bootstrap: the shared one is up, so its jars are there
+    to reuse)."""
+    b = LocalKafka(tmp_path / "broker")
+    b.start()
     try:
         yield b
     finally:
-        with contextlib.suppress(AssertionError):
+        with contextlib.suppress(RuntimeError):
             b.stop()
 
 
@@ -59,7 +54,7 @@ async def requests(router: Any, group: str, tag: str, n: int) -> list[float]:
     return latencies
 
 
-async def test_kafka_down_never_reaches_the_request_path(broker: KafkaBroker) -> None:
+async def test_kafka_down_never_reaches_the_request_path(broker: LocalKafka) -> None:
     await create_topics(broker.bootstrap, PREFIX, 1)
     group = "outage-group"
     router = litellm.Router(model_list=[deployment("d1", group, mock="hi"), deployment("d2", group, mock="hi")],

@@ -10,7 +10,6 @@ cooldown key is in the shared Redis with the materializer's value.
 from __future__ import annotations
 
 import os
-import socket
 import subprocess
 import sys
 import time
@@ -24,18 +23,13 @@ import yaml
 from redis import Redis
 from support_litellm import FakeOpenAI, deployment
 
+from tests.support.ports import free_port
+
 openai = pytest.importorskip("openai")
 
 pytestmark = [pytest.mark.integration]
 
 ROOT = Path(__file__).resolve().parents[2]
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-    return port
 
 
 def test_a_proxy_routes_around_a_429_after_meeting_it_once(
@@ -57,7 +51,7 @@ def test_a_proxy_routes_around_a_429_after_meeting_it_once(
                             "num_retries": 0, "cooldown_time": 60},
         "litellm_settings": {"callbacks": ["coolant.integrations.litellm.coolant_callback"]},
     }))
-    port = _free_port()
+    port = free_port()
     master_key = f"sk-{uuid.uuid4().hex}{uuid.uuid4().hex}"
     env = {**os.environ, "PYTHONPATH": str(ROOT), "LITELLM_LOCAL_MODEL_COST_MAP": "True",
            "LITELLM_EVENT_LOOP": "asyncio",  # uvloop is not installed here

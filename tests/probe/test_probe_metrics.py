@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import signal
-import socket
 import subprocess
 import sys
 import urllib.error
@@ -21,6 +20,7 @@ from coolant.probe.metrics import ProbeMetrics
 from coolant.probe.service import RoundReport
 from coolant.schemas import Health
 from tests.probe.upstream import FakeUpstream
+from tests.support.ports import free_port
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -57,12 +57,6 @@ async def upstream() -> AsyncIterator[FakeUpstream]:
     await up.start()
     yield up
     await up.stop()
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def scrape(port: int) -> str | None:

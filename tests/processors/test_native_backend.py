@@ -26,13 +26,14 @@ from coolant.processors import Engine, Policy
 from coolant.processors.state import PodCounters
 from coolant.replay import run
 from tests.integration.harness import T0, outcome
+from tests.support.hypothesis import examples
 
 if not native_backend.available() and os.environ.get("REQUIRE_NATIVE") == "1":  # scripts/test, where cargo is present
     raise RuntimeError("REQUIRE_NATIVE=1 but coolant_native is not built (see .local/native-build.log)")
 pytestmark = pytest.mark.skipif(not native_backend.available(), reason="coolant_native is not built (no cargo)")
 
 NATIVE = native_backend.NativeBackend
-SETTINGS = settings(max_examples=250, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+SETTINGS = settings(max_examples=examples(250), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 BAD_LINES = [
     b"not json",

@@ -26,6 +26,7 @@ from coolant import schemas
 from coolant.config.loader import parse_config
 from coolant.processors import Disposition, Engine, Policy, Step, windows
 from coolant.processors.state import PathState
+from tests.support.hypothesis import examples
 
 STATUSES = [None, 200, 400, 401, 402, 403, 404, 408, 409, 429, 500, 502, 503]
 EXEMPT = {400, 403, 409, 422}
@@ -202,7 +203,7 @@ def run(policy: Policy, records: Sequence[schemas.Outcome | schemas.Health]) -> 
     return [engine.feed(rec) for rec in records]
 
 
-SETTINGS = settings(max_examples=250, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+SETTINGS = settings(max_examples=examples(250), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 
 @SETTINGS

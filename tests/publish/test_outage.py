@@ -1,6 +1,6 @@
 """Kafka down: publish stays non-blocking, the loop stays responsive, and publishing resumes by itself.
 
-Uses the spare broker (conftest.SpareKafka), stopped and started here; the shared broker is untouched.
+Uses the spare broker (conftest.spare_kafka), stopped and started here; the shared broker is untouched.
 """
 
 from __future__ import annotations
@@ -16,11 +16,14 @@ from coolant.publish import Publisher, PublisherStats
 from coolant.publish import publisher as publisher_module
 from coolant.schemas import encode
 from coolant.topics import Topics
-from tests.publish.conftest import HANG_GUARD_S, SpareKafka, consume, outcome, wait_until
+from tests.publish.conftest import HANG_GUARD_S, consume, outcome, wait_until
+from tests.support.brokers import LocalKafka
+
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(1200)]  # a first start downloads the broker's jars
 
 
 async def test_publish_while_kafka_is_down_then_resume(
-    spare_kafka: SpareKafka, prefix: str, monkeypatch: pytest.MonkeyPatch
+    spare_kafka: LocalKafka, prefix: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     events: list[tuple[str, float]] = []
     """("attempt" | "tick", when), in the order they happened on the event loop."""
@@ -88,7 +91,7 @@ async def test_publish_while_kafka_is_down_then_resume(
     assert sorted(m.value for m in got) == sorted(expected)  # the first 600: the buffer kept the oldest
 
 
-async def test_broker_dies_mid_stream_records_are_resent(spare_kafka: SpareKafka, prefix: str) -> None:
+async def test_broker_dies_mid_stream_records_are_resent(spare_kafka: LocalKafka, prefix: str) -> None:
     spare_kafka.start()
     pub = Publisher(
         spare_kafka.bootstrap, topic_prefix=prefix, reconnect_backoff=(0.2, 1.0),
@@ -123,7 +126,7 @@ async def test_broker_dies_mid_stream_records_are_resent(spare_kafka: SpareKafka
     print(f"{len(ids) - 300} duplicates (at least once; the worker drops them by event_id)")
 
 
-async def test_stop_with_kafka_down_gives_up_within_its_timeout(spare_kafka: SpareKafka, prefix: str) -> None:
+async def test_stop_with_kafka_down_gives_up_within_its_timeout(spare_kafka: LocalKafka, prefix: str) -> None:
     pub = Publisher(spare_kafka.bootstrap, topic_prefix=prefix)
     await pub.start()
     for i in range(50):

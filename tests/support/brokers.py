@@ -1,0 +1,112 @@
+"""Extra Kafka brokers and Redis servers a test starts and stops at will (outages, failover, a secured cluster),
+from the project's own scripts, on ports chosen free at run time (`ports.py`) and state directories of their own.
+
+The shared broker and Redis (`kafka_bootstrap`, `redis_url`) are never stopped by a test; these are.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from tests.support.ports import free_ports
+
+ROOT = Path(__file__).resolve().parents[2]
+START_TIMEOUT = 900.0
+"""A first start on a fresh machine downloads the broker's jars with Maven."""
+
+
+def _shared_state() -> Path:
+    return Path(os.environ.get("COOLANT_STATE_DIR") or ROOT / ".local")
+
+
+class LocalKafka:
+    """A single-node broker from `scripts/kafka-local` (`start()`, `stop()`, `bootstrap`), its jars linked from
+    the shared broker's state so no Maven run is needed. `secure`: SASL_SSL (SCRAM-SHA-512 over TLS) on
+    `bootstrap`; `start()` then also sets `cafile`."""
+
+    def __init__(self, workdir: Path, *, secure: bool = False) -> None:
+        self.port = free_ports(3 if secure else 2)  # listener, controller (+1), secured: internal listener (+2)
+        self.bootstrap = f"127.0.0.1:{self.port}"
+        self.state = workdir / "kafka-state"
+        self.state.mkdir(parents=True, exist_ok=True)
+        self.cafile: str | None = None
+        self.env = {
+            **os.environ, "KAFKA_PORT": str(self.port), "KAFKA_CONTROLLER_PORT": str(self.port + 1),
+            "KAFKA_STATE_DIR": str(self.state), "PYTHON": os.environ.get("PYTHON", sys.executable),
+        }
+        if secure:
+            self.env.update(KAFKA_SECURE="1", KAFKA_INTERNAL_PORT=str(self.port + 2))
+        shared = Path(os.environ.get("KAFKA_STATE_DIR") or _shared_state() / "kafka")
+        for lib in shared.glob("lib-*"):
+            if (lib / ".complete").exists() and not (self.state / lib.name).exists():
+                (self.state / lib.name).symlink_to(lib.resolve(), target_is_directory=True)
+
+    def _run(self, action: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([str(ROOT / "scripts" / "kafka-local"), action], env=self.env, capture_output=True,
+                              text=True, timeout=START_TIMEOUT, check=False)
+
+    def start(self) -> float:
+        """Start (or find running) and wait until it answers; the seconds that took."""
+        t0 = time.monotonic()
+        r = self._run("start")
+        if r.returncode != 0:
+            raise RuntimeError(f"kafka-local start on {self.port} failed (rc={r.returncode}):\n{r.stderr[-3000:]}")
+        for line in r.stdout.splitlines():
+            if line.startswith("KAFKA_CAFILE="):
+                self.cafile = line.split("=", 1)[1].strip()
+        return time.monotonic() - t0
+
+    def stop(self) -> float:
+        """Stop (a stopped broker stays stopped); the seconds that took."""
+        t0 = time.monotonic()
+        r = self._run("stop")
+        if r.returncode != 0:
+            raise RuntimeError(f"kafka-local stop on {self.port} failed (rc={r.returncode}):\n{r.stderr[-3000:]}")
+        return time.monotonic() - t0
+
+    def log_tail(self, lines: int = 40) -> str:
+        log = self.state / f"node-{self.port}" / "logs" / "server.log"
+        with contextlib.suppress(OSError):
+            return f"--- broker {self.port} ---\n" + "\n".join(log.read_text(errors="replace").splitlines()[-lines:])
+        return ""
+
+
+class LocalRedis:
+    """A Redis server from `scripts/redis-local` (`start()`, `stop()`, `url`); `secure`: `requirepass` and TLS
+    only, `start()` then also sets `cafile`."""
+
+    def __init__(self, workdir: Path, *, secure: bool = False) -> None:
+        self.port = free_ports(1)
+        self.state = workdir / "redis-state"
+        self.state.mkdir(parents=True, exist_ok=True)
+        self.url = f"redis://127.0.0.1:{self.port}/0"
+        self.cafile: str | None = None
+        self.env = {**os.environ, "REDIS_PORT": str(self.port), "REDIS_STATE_DIR": str(self.state),
+                    "PYTHON": os.environ.get("PYTHON", sys.executable)}
+        if secure:
+            self.env["REDIS_SECURE"] = "1"
+
+    def _run(self, action: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([str(ROOT / "scripts" / "redis-local"), action], env=self.env, capture_output=True,
+                              text=True, timeout=120, check=False)
+
+    def start(self) -> None:
+        r = self._run("start")
+        if r.returncode != 0:
+            raise RuntimeError(f"redis-local start on {self.port} failed (rc={r.returncode}):\n{r.stderr[-3000:]}")
+        for line in r.stdout.splitlines():
+            key, _, value = line.partition("=")
+            if key == "REDIS_URL":
+                self.url = value.strip()
+            elif key == "REDIS_CAFILE":
+                self.cafile = value.strip()
+
+    def stop(self) -> None:
+        r = self._run("stop")
+        if r.returncode != 0:
+            raise RuntimeError(f"redis-local stop on {self.port} failed (rc={r.returncode}):\n{r.stderr[-3000:]}")
