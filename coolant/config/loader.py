@@ -42,6 +42,7 @@ from coolant.processors.policy import (
     Options,
     Policy,
     Quota,
+    Recovery,
     Registry,
     RouterSettings,
 )
@@ -406,6 +407,7 @@ _COOLANT_KEYS = (
     "max_ejection_percent",
     "max_cooldown_time",
     "quota",
+    "recovery",
     "thresholds",
     "topic_prefix",
     "kafka",
@@ -442,6 +444,22 @@ def _read_backoff(r: _Reader, raw: Any) -> Backoff | None:
     )
     probation = r.boolean(raw.get("probation", d.probation), k + "probation")
     return Backoff(base=base, factor=factor, max=cap, reset_after=reset, probation=probation)
+
+
+def _read_recovery(r: _Reader, raw: Any) -> Recovery | None:
+    """RC1-RC5 (recovery that probes): `recovery: {}` takes the defaults; null or absent is off."""
+    if raw is None:
+        return None
+    if not isinstance(raw, Mapping):
+        r.fail("coolant.recovery", f"must be a map ({{}} for the defaults) or null, got {_show(raw)}")
+    r.known_keys(raw, "coolant.recovery", ("release_after", "extend", "max_hold"))
+    d = Recovery()
+    k = "coolant.recovery."
+    release_after = r.integer(raw.get("release_after", d.release_after), k + "release_after", 1)
+    extend = r.number(raw.get("extend", d.extend), k + "extend", "must be a number > 0", lambda x: x > 0)
+    max_hold = r.number(raw.get("max_hold", d.max_hold), k + "max_hold", f"must be a number >= extend "
+                        f"({_fmt(extend)})", lambda x: x >= extend)
+    return Recovery(release_after=release_after, extend=extend, max_hold=max_hold)
 
 
 def _read_quota(r: _Reader, raw: Any) -> Quota | None:
@@ -499,6 +517,7 @@ def _read_options(r: _Reader, c: Mapping[Any, Any]) -> Options:
         ),
         max_cooldown_time=opt_seconds("max_cooldown_time", d.max_cooldown_time),
         quota=_read_quota(r, c.get("quota")),
+        recovery=_read_recovery(r, c.get("recovery")),
         failure_rate=r.number(
             thresholds.get("failure_rate", d.failure_rate),
             t + "failure_rate",

@@ -10,7 +10,7 @@ from __future__ import annotations
 import ast
 import json
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -76,13 +76,19 @@ def decoded_cooldown(raw: bytes | str | None) -> Cooldown | None:
     return record if isinstance(record, Cooldown) else None
 
 
-def _one(deployment_id: str, value: Mapping[str, Any], detail: Cooldown | None, now: float) -> ActiveCooldown | None:
+def value_end(value: Mapping[str, Any]) -> float | None:
+    """When a LiteLLM cooldown value ends (`timestamp + cooldown_time`); None when LiteLLM cannot read it."""
     started, duration = _number(value.get("timestamp")), _number(value.get("cooldown_time"))
-    if started is None or duration is None:
+    return None if started is None or duration is None else started + duration
+
+
+def _one(deployment_id: str, value: Mapping[str, Any], detail: Cooldown | None, now: float) -> ActiveCooldown | None:
+    until = value_end(value)
+    if until is None:
         return None  # LiteLLM cannot read it either
-    until = started + duration
     if until - now <= 0:
         return None  # a router no longer sees it, whatever the key's TTL says
+    started, duration = float(value["timestamp"]), float(value["cooldown_time"])
     status = value.get("status_code")
     exception = value.get("exception_received")
     reason = None
@@ -100,6 +106,22 @@ def _one(deployment_id: str, value: Mapping[str, Any], detail: Cooldown | None, 
         until=until,
         remaining=until - now,
     )
+
+
+async def cooled(client: redis_asyncio.Redis, key_prefix: str, deployment_ids: Sequence[str]) -> list[str]:
+    """The given deployments a router reading this Redis sees cooled now (by the Redis server's clock)."""
+    out: list[str] = []
+    for i in range(0, len(deployment_ids), _CHUNK):
+        chunk = deployment_ids[i : i + _CHUNK]
+        values = await client.mget([cooldown_key(key_prefix, d) for d in chunk])
+        sec, usec = await client.time()
+        now = sec + usec / 1_000_000
+        for deployment_id, raw in zip(chunk, values, strict=True):
+            value = None if raw is None else _litellm_value(raw)
+            end = None if value is None else value_end(value)
+            if end is not None and end > now:
+                out.append(deployment_id)
+    return out
 
 
 async def active_cooldowns(client: redis_asyncio.Redis, key_prefix: str = "") -> list[ActiveCooldown]:

@@ -31,6 +31,7 @@ from redis.exceptions import BusyLoadingError, ConnectionError, TimeoutError
 from coolant.processors.state import HealthState
 from coolant.schemas import Cooldown, encode
 from coolant.schemas.cooldown import whole_as_int
+from coolant.schemas.types import DURATION_MAX
 
 HEALTH_KEY: Final = "litellm:health_check:deployment_health_state"
 """LiteLLM's `DeploymentHealthCache.CACHE_KEY`: one JSON object {deployment_id: {is_healthy, timestamp, reason}}."""
@@ -75,6 +76,28 @@ end
 redis.call('SET', KEYS[1], ARGV[1], 'PXAT', ARGV[3])
 redis.call('SET', KEYS[2], ARGV[2], 'PXAT', ARGV[3])
 return 1
+"""
+
+# KEYS: cooldown key, detail key, release marker. ARGV: the release's ts (repr), marker TTL (s).
+# RC4, a release decided by probes: it ends the cooldown in force only if that cooldown started at or before the
+# release (one decided after it, e.g. the half-open re-cool a pod wrote first, stands), and the marker only moves
+# forward, so neither this materializer, the repair nor an early write brings back a cooldown the release ended.
+# The entry may be ours (JSON) or a router's own (JSON or a Python literal); one that cannot be read is left.
+_RELEASE_LUA: Final = r"""
+local at = tonumber(ARGV[1])
+local marked = tonumber(redis.pcall('GET', KEYS[3]))
+if marked == nil or marked < at then redis.call('SET', KEYS[3], ARGV[1], 'EX', ARGV[2]) end
+local raw = redis.pcall('GET', KEYS[1])
+if type(raw) ~= 'string' then return 0 end
+local ts
+local ok, v = pcall(cjson.decode, raw)
+if ok and type(v) == 'table' then
+  ts = v['timestamp']
+else
+  ts = tonumber(string.match(raw, "'timestamp': ([^,]+), 'cooldown_time': [^}]+}%s*$"))
+end
+if type(ts) ~= 'number' or ts > at then return 0 end
+return redis.call('DEL', KEYS[1], KEYS[2])
 """
 
 # KEYS: health map key. ARGV: deployment id, "1"/"0" healthy, timestamp (repr), reason, TTL seconds.
@@ -217,6 +240,10 @@ def release_message(deployment_id: str, at: float) -> bytes:
     return orjson.dumps({"deployment_id": deployment_id, "released": float(at)})
 
 
+RELEASE_KEEP: Final = int(DURATION_MAX) + 86_400
+"""K3, RC4: how long a release marker is kept: longer than any cooldown a record can ask for (B3)."""
+
+
 def should_write(existing_end: float | None, until: float, now: float) -> bool:
     """The materialization rule (contract §4), the one `_COOLDOWN_LUA` applies inside Redis.
 
@@ -247,6 +274,7 @@ class RedisSink:
         """Where each cooldown write that took effect is announced (None: not announced)."""
         self._cooldown = client.register_script(_COOLDOWN_LUA)
         self._health = client.register_script(_HEALTH_LUA)
+        self._release = client.register_script(_RELEASE_LUA)
 
     async def write(self, cd: Cooldown, *, prefetch: bool = False) -> bool:
         """True if written; False if the rule skipped it (already over, or a later-ending entry is in force).
@@ -278,6 +306,18 @@ class RedisSink:
         with contextlib.suppress(*TRANSIENT_ERRORS):
             await self.client.publish(self.channel, push_message(cd))
 
+    async def release(self, deployment_id: str, at: float) -> bool:
+        """RC4: end the deployment's cooldown that started at or before `at`, in Redis and (announced on the
+        push channel, whatever Redis held) in every pod's copy. True if Redis held such a cooldown."""
+        prefix = self.key_prefix
+        keys = [cooldown_key(prefix, deployment_id), detail_key(prefix, deployment_id),
+                released_key(prefix, deployment_id)]
+        deleted = bool(await self._release(keys=keys, args=[repr(float(at)), str(RELEASE_KEEP)]))
+        if self.channel is not None:
+            with contextlib.suppress(*TRANSIENT_ERRORS):
+                await self.client.publish(self.channel, release_message(deployment_id, at))
+        return deleted
+
     async def write_health(self, deployment_id: str, state: HealthState) -> bool:
         """Merges one verdict into LiteLLM's health map: per id the greatest timestamp wins, a tie goes to the
         later write (H1). Entries from other writers, LiteLLM's own Python-literal form included, are kept."""
@@ -307,6 +347,17 @@ class RedisSink:
         is idempotent, so retrying is always safe.
         """
         return await _retrying(lambda: self.write(cd), on_error, max_backoff)
+
+    async def release_with_retry(
+        self,
+        deployment_id: str,
+        at: float,
+        *,
+        on_error: Callable[[Exception, float], None] | None = None,
+        max_backoff: float = 5.0,
+    ) -> bool:
+        """`release`, retried until Redis answers (the script is idempotent: a repeated release is the same)."""
+        return await _retrying(lambda: self.release(deployment_id, at), on_error, max_backoff)
 
     async def write_health_with_retry(
         self,

@@ -19,6 +19,8 @@ from coolant.probe.http import Engine
 from coolant.probe.targets import load_targets
 
 err = Console(stderr=True)
+MIN_COOLED_INTERVAL = 0.2
+"""Seconds: extra probes of a cooled deployment any closer together would only load the deployment."""
 
 
 def default_prober_id() -> str:
@@ -57,6 +59,11 @@ def probe_command(
         float, typer.Option(min=6.0, help="Seconds without heartbeat before a prober's deployments move on.")
     ] = 10.0,
     concurrency: Annotated[int, typer.Option(min=1, help="Probe calls in flight at once per prober.")] = 16,
+    cooled_interval: Annotated[
+        float, typer.Option(min=0.0, help="Seconds between extra probes of a deployment routers see cooled (its "
+                            "cooldown key in --redis-url), which recovery that probes decides from "
+                            "(docs/outlier.md); 0 turns them off. Needs --redis-url.")
+    ] = 1.0,
     engine: Annotated[
         str, typer.Option(help="http: OpenAI-compatible calls; litellm: litellm.ahealth_check (needs litellm's "
                           "proxy extra); auto: http where it applies, litellm for the rest when installed.")
@@ -79,13 +86,18 @@ def probe_command(
     `health_check_results` Redis key fresh, so proxies running with `use_shared_health_check` probe nothing
     themselves. Wildcard deployments are not probed. The worker turns the records into LiteLLM's health-state
     map and `<prefix>health.transitions`, and into `health_check` cooldowns only with
-    `coolant.health.cooldown: true` in its config (docs/probe.md). Stop with Ctrl-C or SIGTERM.
+    `coolant.health.cooldown: true` in its config (docs/probe.md). With --redis-url, a deployment routers see
+    cooled is also probed every --cooled-interval seconds: under `coolant.recovery` those probes hold the
+    cooldown or release it early (docs/outlier.md). Stop with Ctrl-C or SIGTERM.
     """
     from dataclasses import replace
 
     from coolant.io.connect import ConnectionFailed, kafka_client_args, kafka_preflight, redis_preflight
     from coolant.probe.service import Prober, ProbeSettings
 
+    if 0 < cooled_interval < MIN_COOLED_INTERVAL:
+        _say(f"--cooled-interval must be 0 (off) or at least {MIN_COOLED_INTERVAL:g} s, got {cooled_interval:g}")
+        raise typer.Exit(2)
     if engine not in ("http", "litellm", "auto"):
         _say(f"--engine must be http, litellm or auto, got {engine!r}")
         raise typer.Exit(2)
@@ -118,6 +130,7 @@ def probe_command(
         concurrency=concurrency,
         engine=engine_choice,
         once=once,
+        cooled_interval=cooled_interval or None,
     )
     try:
         client_args = kafka_client_args(kafka)

@@ -34,6 +34,7 @@ from coolant.config.errors import ConfigError
 from coolant.config.runtime import RedisSettings
 from coolant.io.admin import create_missing
 from coolant.io.connect import redis_client
+from coolant.io.cooldowns import cooled
 from coolant.probe.classify import ProbeResult, classify
 from coolant.probe.http import Engine, HttpProber, LiteLLMProber, Unsupported
 from coolant.probe.ownership import due_partitions, owned_deployments, round_of, round_start
@@ -64,6 +65,9 @@ class ProbeSettings:
     once: bool = False
     health_partitions: int = 8
     """Partitions of the health topic when this prober creates it (the worker's default)."""
+    cooled_interval: float | None = 1.0
+    """Seconds between probes of an owned deployment that routers see cooled (its LiteLLM cooldown key in
+    Redis), on top of the rounds: what recovery that probes (RC1-RC5) decides from. None, or no Redis: off."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -195,7 +199,10 @@ class Prober:
 
     # -- rounds -------------------------------------------------------------------------------
 
-    async def _probe_one(self, target: Target, k: int, sem: asyncio.Semaphore) -> Health | None:
+    async def _probe_one(
+        self, target: Target, k: int, sem: asyncio.Semaphore, interval: float | None = None
+    ) -> Health | None:
+        """Probe `target` in round `k` of `interval` (the rounds' by default; its event id names both)."""
         assert self._engines is not None
         async with sem:
             try:
@@ -205,7 +212,48 @@ class Prober:
                     self._unsupported.add(target.deployment_id)
                     log.warning("not probing %s (%s): %s", target.deployment_id, target.model_group, exc)
                 return None
-        return classify(target, result, k, self.settings.interval, self.settings.prober_id, secrets)
+        return classify(target, result, k, interval or self.settings.interval, self.settings.prober_id, secrets)
+
+    async def probe_cooled(self, k: int) -> tuple[Health, ...]:
+        """Round `k` of `cooled_interval`: probe the owned deployments routers see cooled now, and publish.
+
+        Cooled is read where routers read it (the cooldown keys in Redis, by the Redis clock), so the prober
+        needs no view of the worker's state; which probes count is still the worker's decision (RC1). A probe
+        here and one of a round are two records with two event ids: both count.
+        """
+        interval = self.settings.cooled_interval
+        client, redis = self._redis, self.settings.redis
+        if interval is None or client is None or redis is None:
+            return ()
+        async with self._lock:
+            owned = owned_deployments(self.targets, self.next_round, self.partitions)
+            deps = [d for ds in owned.values() for d in ds]
+            if not deps:
+                return ()
+            try:
+                ids = await cooled(client, redis.key_prefix, deps)
+            except RedisError as exc:
+                log.warning("cooled deployments not read: %s", exc)
+                return ()
+            if not ids:
+                return ()
+            sem = asyncio.Semaphore(max(1, self.settings.concurrency))
+            probed = await asyncio.gather(*(self._probe_one(self.targets[d], k, sem, interval) for d in ids))
+            records = tuple(r for r in probed if r is not None)
+            await self._publish(records)
+        log.debug("prober %s cooled round %d: probed %s", self.settings.prober_id, k, list(ids))
+        return records
+
+    async def _probe_cooled(self, stop: asyncio.Event) -> None:
+        """The cooled cadence, next to the rounds (aligned to the wall clock as they are)."""
+        interval = self.settings.cooled_interval
+        assert interval is not None
+        await self._assigned.wait()
+        while not stop.is_set():
+            k = round_of(self.clock(), interval)
+            await self.probe_cooled(k)
+            with contextlib.suppress(asyncio.TimeoutError):
+                await asyncio.wait_for(stop.wait(), max(0.0, round_start(k + 1, interval) - self.clock()))
 
     async def probe_round(self, k: int) -> RoundReport | None:
         """Probe round `k` on every owned partition still due, publish, commit, merge into Redis."""
@@ -303,12 +351,15 @@ class Prober:
         if s.redis is not None:
             self._redis = redis_client(s.redis, socket_timeout=10)
         poll: asyncio.Task[None] | None = None
+        fast: asyncio.Task[None] | None = None
         try:
             await self._engines.start()
             await self._producer.start()
             self._consumer.subscribe([self.topics.probe_ownership], listener=_Listener(self))
             await self._consumer.start()
             poll = asyncio.create_task(self._poll())
+            if self._redis is not None and s.cooled_interval is not None and not s.once:
+                fast = asyncio.create_task(self._probe_cooled(stop))
             log.info(
                 "prober %s joined group %s: %d deployments, %d ownership partitions, interval %gs",
                 s.prober_id, s.group, len(self.targets), self.partitions, s.interval,
@@ -316,6 +367,8 @@ class Prober:
             while not stop.is_set():
                 if poll.done():
                     poll.result()  # a dead poll loop means a dead membership: fail loudly
+                if fast is not None and fast.done():
+                    fast.result()
                 self._wake.clear()
                 now = self.clock()
                 k = round_of(now, s.interval)
@@ -326,6 +379,10 @@ class Prober:
                 wait = round_start(k + 1, s.interval) - self.clock()
                 await self._wait(stop, wait)
         finally:
+            if fast is not None:
+                fast.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await fast
             if poll is not None:
                 poll.cancel()
                 with contextlib.suppress(asyncio.CancelledError, KafkaError):

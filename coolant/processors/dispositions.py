@@ -35,3 +35,5 @@ class Disposition(StrEnum):
     ABSORBED = "absorbed"  # E2: a cooldown ending later is in force
     COOLED = "cooled"  # a cooldown emitted (or a candidate for X3)
     SUPPRESSED = "suppressed"  # X3 held the cooldown back
+    HELD = "held"  # RC3, RC4: a probe of a cooled deployment that wrote no record (hold kept, streak counted)
+    RELEASED = "released"  # RC4: a probe released a cooled deployment

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, replace
 
-from coolant.processors import ejection, quota, windows
+from coolant.processors import ejection, quota, recovery, windows
 from coolant.processors.categories import exception_name
 from coolant.processors.decide import Candidate, Failure, decide, gate
 from coolant.processors.dispositions import Disposition, Skip
@@ -46,6 +46,8 @@ class Step:
     candidate: bool = False
     """X3 is on: `cooldown` still needs the group verdict (`eject`) before it is emitted. The live shell sends
     it to the ejection stage; the engine applies `eject` at once."""
+    release: recovery.Release | None = None
+    """RC4: probes released the deployment's cooldown early; the live shell ends it in Redis and in every pod."""
 
 
 COUNTED = Step(Disposition.COUNTED)
@@ -106,12 +108,16 @@ def step_outcome(policy: Policy, ps: PathState, rec: Outcome) -> Step:
     if ok:
         if ps.probation:
             ps.probation = False  # X7.2: a success ends probation
+        if ps.hold is not None:
+            recovery.half_open(ps, ok)  # RC5: a success closes the half-open state
         return COUNTED if o.quota is None else _quota_step(policy, ps, rec)
     gated = failure_of(policy, rec)
     if isinstance(gated, Skip):
         return Step(gated)
     entry, failure, duration = gated
     start, s, f = windows.counts(ps, ts, width)
+    if ps.hold is not None and recovery.half_open(ps, ok):  # RC5: the first failure after a release
+        return _emit(o, entry, ps, Candidate("probation", duration, Window(start, s, f)), rec, failure)
     view = None if pod is None else windows.litellm_counts(pod, ts)
     verdict = decide(policy, entry, ps, failure, duration, Window(start, s, f), view)
     if isinstance(verdict, Skip):
@@ -189,8 +195,9 @@ def _quota_step(policy: Policy, ps: PathState, rec: Outcome) -> Step:
     return Step(Disposition.COOLED, cooldown, candidate=ejection.enabled(o))
 
 
-def step_health(policy: Policy, ps: PathState, rec: Health) -> Step:
-    """H1 (health state, always) and H2-H3 (probe cooldowns, when enabled), on the health path state."""
+def step_health(policy: Policy, ps: PathState, rec: Health, request: PathState | None = None) -> Step:
+    """H1 (health state, always), RC1-RC4 (recovery that probes, when enabled: on `request`, the deployment's
+    request path state) and H2-H3 (probe cooldowns, when enabled), on the health path state."""
     update = flip = None
     probe = ps.probe
     entry = policy.registry.get(rec.deployment_id)
@@ -200,9 +207,18 @@ def step_health(policy: Policy, ps: PathState, rec: Health) -> Step:
             ps.probe = update = new
             flip = transition(probe, rec, None if entry is None else entry.model_group)
     o = policy.options
+    accepted = False
+    if o.recovery is not None and request is not None and entry is not None:
+        stop = _accept(o, ps, rec.event_id, rec.ts)
+        if stop is not None:
+            return Step(stop.disposition, None, update, transition=flip)
+        accepted = True
+        held = recovery.on_probe(o.recovery, entry, request, rec)
+        if held is not None:
+            return Step(held.disposition, held.cooldown, update, transition=flip, release=held.release)
     if rec.healthy or not o.health_cooldown:
         return Step(Disposition.PROBE, None, update, transition=flip)
-    stop = _accept(o, ps, rec.event_id, rec.ts)
+    stop = None if accepted else _accept(o, ps, rec.event_id, rec.ts)
     if stop is not None:
         return Step(stop.disposition, None, update, transition=flip)
     failure = Failure(rec.status_code, exception_name(rec.exception_type), rec.ts)
@@ -277,7 +293,8 @@ class Engine:
         if isinstance(rec, Outcome):
             step = step_outcome(self.policy, self.state(rec.deployment_id).request, rec)
         elif isinstance(rec, Health):
-            step = step_health(self.policy, self.state(rec.deployment_id).health, rec)
+            st = self.state(rec.deployment_id)
+            step = step_health(self.policy, st.health, rec, st.request)
         else:
             return IGNORED
         return self.filter(step) if step.candidate else step

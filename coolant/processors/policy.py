@@ -72,6 +72,19 @@ class Backoff:
 
 
 @dataclass(frozen=True, slots=True)
+class Recovery:
+    """RC1-RC5: recovery that probes (docs/outlier.md). Probe records decide when a cooled deployment comes back."""
+
+    release_after: int = 2
+    """RC4: healthy probes in a row that release a cooled deployment early."""
+    extend: float = 10.0
+    """RC3: seconds past a failing probe the cooldown is held (longer than the prober's cooled interval)."""
+    max_hold: float = 300.0
+    """RC3: probes hold a deployment at most this long past the hold's first failing probe; then the cooldown
+    runs out and real traffic decides (half-open under the profile's own rules)."""
+
+
+@dataclass(frozen=True, slots=True)
 class Quota:
     """X6 quota-aware cooldowns: cool a deployment whose provider announced its budget is spent."""
 
@@ -100,6 +113,8 @@ class Options:
     max_ejection_percent: int = 100
     max_cooldown_time: float | None = None
     quota: Quota | None = None
+    recovery: Recovery | None = None
+    """RC1-RC5: probe records release and hold cooled deployments (off: probes only feed H1-H3)."""
     failure_rate: float = 0.5
     min_requests: int = 5
     outage_min_requests: int = 1000

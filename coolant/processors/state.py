@@ -47,6 +47,21 @@ class HealthState:
 
 
 @dataclass(slots=True)
+class Hold:
+    """RC1-RC5 (docs/outlier.md, recovery that probes): a cooled deployment's probe evidence, request path only."""
+
+    since: float | None = None
+    """The first failing probe of the hold in force (RC3's bound counts from it); None: no hold."""
+    good: int = 0
+    """Healthy probes in a row while cooled (RC4)."""
+    released: bool = False
+    """RC5: released by probes and no real outcome seen since (half-open)."""
+
+    def to_list(self) -> list[Any]:
+        return [self.since, self.good, self.released]
+
+
+@dataclass(slots=True)
 class PodCounters:
     """LiteLLM's `<id>:successes` and `<id>:fails` in one process (D7): each anchored at its first increment."""
 
@@ -76,10 +91,13 @@ class PathState:
     """X7: a backed-off cooldown was emitted and no success has been seen since."""
     litellm: dict[str, PodCounters] = field(default_factory=dict)
     """Request path only: per publisher (`gateway`), the counters that LiteLLM process keeps (D7, LC1-LC3)."""
+    hold: Hold | None = None
+    """Request path only, recovery that probes (RC1-RC5): None until a probe of a cooled deployment arrives."""
 
     def to_dict(self) -> dict[str, Any]:
-        """Everything but `seen`, which the live shell stores separately, as JSON-able data."""
-        return {
+        """Everything but `seen`, which the live shell stores separately, as JSON-able data. `hold` is written
+        only when set, so a state without probe recovery is stored exactly as before it existed."""
+        out = {
             "hw": None if self.hw == NEG_INF else self.hw,
             "windows": [[k, v[0], v[1]] for k, v in self.windows.items()],
             "counters": {k: [c.anchor, c.expires, c.count] for k, c in self.counters.items()},
@@ -92,6 +110,9 @@ class PathState:
                 gw: [_opt(c.s_anchor), c.s_count, _opt(c.f_anchor), c.f_count] for gw, c in self.litellm.items()
             },
         }
+        if self.hold is not None:
+            out["hold"] = self.hold.to_list()
+        return out
 
     @classmethod
     def from_dict(cls, d: dict[str, Any], seen: MutableMapping[str, float] | None = None) -> PathState:
@@ -113,6 +134,7 @@ class PathState:
             bool(d.get("probation", False)),
             {gw: PodCounters(NEG_INF if sa is None else sa, sc, NEG_INF if fa is None else fa, fc)
              for gw, (sa, sc, fa, fc) in pods.items()},
+            None if (h := d.get("hold")) is None else Hold(h[0], h[1], h[2]),
         )
 
 

@@ -27,6 +27,7 @@ from coolant.config.runtime import KafkaSettings, resolve_secret
 from coolant.io.connect import kafka_client_args, kafka_ssl_context, redis_problem
 from coolant.io.materializer import EarlyWrites
 from coolant.processors import Disposition, HealthState, Policy, Step, eject, step_health, step_outcome
+from coolant.processors.recovery import Release
 from coolant.processors.redact import redact
 from coolant.schemas import Cooldown, Health, HealthTransition, InvalidRecord, Outcome, Record, decode, encode
 from coolant.streams import admin_api, metrics
@@ -163,6 +164,8 @@ class Decider:
         self.history_table = None if shadow else table("cooldown-history")
         """Enforced only: each deployment's last cooldowns (admin API), fed from the cooldowns topic itself."""
         self._ejections: dict[str, dict[str, float]] = {}
+        self._paths = asyncio.Lock()
+        """RC1-RC5: held by a lane deciding while probes may change request path states (see `decide`)."""
         for store in (self.request_store, self.health_store):
             store.seen_table.on_recover(self._recovered(store))
         app.agent(self.candidates, name=label + "ejection")(self._ejection_agent)
@@ -186,6 +189,18 @@ class Decider:
         self, topic: str, items: list[tuple[Any, Outcome | Health]], arrived: float | None = None,
         taken: float | None = None,
     ) -> None:
+        """`_decide`; with recovery that probes (RC1-RC5) the health lane changes request path states too, so
+        the two lanes then take turns (a flush must not meet the other lane's changes mid-way)."""
+        if self.registry.policy.options.recovery is None:
+            await self._decide(topic, items, arrived, taken)
+            return
+        async with self._paths:
+            await self._decide(topic, items, arrived, taken)
+
+    async def _decide(
+        self, topic: str, items: list[tuple[Any, Outcome | Health]], arrived: float | None = None,
+        taken: float | None = None,
+    ) -> None:
         """Decide one batch of one input topic record by record, in order, then persist the touched states once.
 
         Each record's cooldown is durable before the states are saved, so a crash in between re-decides the
@@ -197,12 +212,21 @@ class Decider:
         store = self.health_store if health else self.request_store
         step_fn: Callable[..., Step] = step_health if health else step_outcome
         policy = self.registry.policy
+        request = self.request_store if health and policy.options.recovery is not None else None
         dispositions: Counter[str] = Counter()
         for message, rec in items:
             dep = rec.deployment_id
             ps = store.load(dep)
             try:
-                step = step_fn(policy, ps, rec)
+                if request is not None:  # RC1-RC4: probes hold or release the request path's cooldown
+                    assert isinstance(rec, Health)
+                    rps = request.load(dep)
+                    step = step_health(policy, ps, rec, rps)
+                    request.touch(dep, rps, message.partition)
+                    if step.release is not None and not self.shadow:
+                        await self.pipeline.released(step.release)
+                else:
+                    step = step_fn(policy, ps, rec)
                 if step.health is not None and not self.shadow:  # H1: health-state changes, for Redis
                     value = orjson.dumps({"deployment_id": dep, **step.health.to_dict()})
                     await self.pipeline.health_state.send(key=dep.encode(), value=value)
@@ -220,6 +244,8 @@ class Decider:
             dispositions[step.disposition] += 1
             store.touch(dep, ps, message.partition)
         await store.flush(self.pipeline.app.producer)
+        if request is not None:
+            await request.flush(self.pipeline.app.producer)
         for disposition, n in dispositions.items():
             self.records_metric.labels(topic, disposition).inc(n)
 
@@ -697,6 +723,12 @@ class Pipeline:
                 await self.record_failed(event.message, exc, "health materializer")
                 continue
             metrics.REDIS_WRITES.labels("health", "written" if written else "skipped").inc()
+
+    async def released(self, release: Release) -> None:
+        """RC4: probes released a cooldown; Redis and every pod's copy follow (retried until Redis answers)."""
+        metrics.RELEASES.labels(release.model_group).inc()
+        if self.sink is not None:
+            await self.sink.release_with_retry(release.deployment_id, release.ts, on_error=self._redis_error)
 
     def _redis_error(self, exc: Exception, delay: float) -> None:
         metrics.REDIS_ERRORS.inc()

@@ -75,6 +75,10 @@ MATERIALIZE_LAG = Histogram(
     buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 60),
     registry=REGISTRY,
 )
+RELEASES = Counter(
+    "coolant_releases_total", "Cooldowns released early by healthy probes (RC4), in Redis and the pods.",
+    ["model_group"], registry=REGISTRY,
+)
 HEALTH_TRANSITIONS = Counter(
     "coolant_health_transitions_total",
     "Health flips published to the health transitions topic (a deployment's first probe included).",

@@ -23,6 +23,7 @@ import orjson
 import redis.asyncio as redis_asyncio
 
 from coolant.io.materializer import (
+    RELEASE_KEEP,
     TRANSIENT_ERRORS,
     RedisSink,
     cooldown_channel,
@@ -40,8 +41,6 @@ CHECK_INTERVAL: Final = 1.0
 """K2: seconds between two `INFO server` calls (the rate limit of the check)."""
 FULL_EVERY: Final = 60.0
 """K2: a check for missing keys (lost without a restart: eviction, a flush) at least this often."""
-RELEASE_KEEP: Final = int(DURATION_MAX) + 86_400
-"""K3: how long a release marker is kept: longer than any cooldown a record can ask for (B3)."""
 _BATCH: Final = 200
 _UNTIL_MAX: Final = TS_MAX + DURATION_MAX
 

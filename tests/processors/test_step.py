@@ -75,7 +75,8 @@ def test_a_probe_flip_is_a_transition_with_the_registry_group() -> None:
 def test_dispositions_keep_the_words_of_metrics_and_summaries() -> None:
     """The enums name the values; the values themselves (metric labels, replay summary keys) never change."""
     assert sorted(Disposition) == sorted(
-        ["counted", "late", "duplicate", "ignored", "probe", "absorbed", "cooled", "suppressed"])
+        ["counted", "late", "duplicate", "ignored", "probe", "absorbed", "cooled", "suppressed",
+         "held", "released"])
     assert sorted(Skip) == sorted(
         ["unknown_deployment", "no_status", "excluded_type", "disabled", "zero_duration", "status_exempt", "wildcard",
          "single_402", "lone_exempt", "below_threshold"])

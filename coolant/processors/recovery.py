@@ -1,0 +1,110 @@
+"""Recovery that probes (RC1-RC5, docs/outlier.md): probe records hold a cooled deployment or release it early.
+
+A cooldown's length is a guess. While a deployment is cooled, the one prober that owns it (`coolant probe`) calls
+it every few seconds; its `coolant.health/1` records enter the pure core like any other record, so `coolant
+replay` of the same records makes the same holds and releases as the live worker:
+
+- RC1: only a probe of a known deployment whose request-path cooldown is in force at the probe's `ts` counts;
+  any other probe is H1-H3's alone, as before.
+- RC2: a probe after the cooldown ended closes the hold (its bound and its healthy streak start again).
+- RC3: a failed probe holds the cooldown `extend` seconds past the probe, never past the hold's first failing
+  probe + `max_hold` (the bound); a new record only when that moves the end by at least `extend / 2`, so a
+  prober calling every second writes one record per `extend / 2` seconds, not one per probe.
+- RC4: `release_after` healthy probes in a row release the deployment at the last probe's `ts`: the cooldown
+  in force ends there (Redis and every pod's copy, through the push), and cooldowns that started at or before it
+  stay released.
+- RC5: half-open after a release: the first counted real failure re-cools at once (reason `probation`, as X7);
+  a success closes it.
+
+The state is the request path's (`PathState.hold`, `PathState.end`): the cooldown a probe holds or releases is
+the one the request path decided, and the half-open failure is a request-path record. Pure: no clock, no I/O.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from coolant.processors.decide import Candidate
+from coolant.processors.dispositions import Disposition
+from coolant.processors.emit import build
+from coolant.processors.policy import DeploymentEntry, Recovery
+from coolant.processors.state import Hold, PathState
+from coolant.schemas import Cooldown, Health, Window
+
+__all__ = ["Release", "Verdict", "half_open", "on_probe"]
+
+
+@dataclass(frozen=True, slots=True)
+class Release:
+    """RC4: a deployment's cooldown ended early by its probes. The live shell deletes its Redis keys, leaves the
+    release marker at `ts` (so no cooldown that started by then is written back) and tells every pod."""
+
+    deployment_id: str
+    model_group: str
+    ts: float
+    trigger_event_id: str
+    """The probe that completed the healthy streak."""
+
+
+@dataclass(frozen=True, slots=True)
+class Verdict:
+    """What a counted probe did to the cooldown in force."""
+
+    disposition: Disposition
+    cooldown: Cooldown | None = None
+    release: Release | None = None
+
+
+HELD = Verdict(Disposition.HELD)
+
+
+def on_probe(r: Recovery, entry: DeploymentEntry, ps: PathState, rec: Health) -> Verdict | None:
+    """RC1-RC4 for one probe on the request path state `ps`; None when the deployment is not cooled (RC1)."""
+    ts = rec.ts
+    end = ps.end
+    hold = ps.hold
+    if end is None or ts >= end:  # RC1, RC2
+        if hold is not None:
+            hold.since, hold.good = None, 0
+        return None
+    if hold is None:
+        hold = ps.hold = Hold()
+    if rec.healthy:  # RC4
+        hold.good += 1
+        if hold.good < r.release_after:
+            return HELD
+        ps.end = ts
+        hold.since, hold.good, hold.released = None, 0, True
+        return Verdict(Disposition.RELEASED,
+                       release=Release(entry.deployment_id, entry.model_group, ts, rec.event_id))
+    hold.good = 0  # RC3
+    if hold.since is None:
+        hold.since = ts
+    until = min(ts + r.extend, hold.since + r.max_hold)
+    if until - end < r.extend / 2:
+        return HELD
+    duration = until - ts
+    cooldown = build(
+        entry,
+        Candidate("health_check", duration, Window(ts, 0, 1)),
+        duration,
+        until,
+        trigger_schema=rec.schema,
+        trigger_event_id=rec.event_id,
+        ts=ts,
+        status=rec.status_code,
+        name=rec.exception_type,
+        message=rec.exception_message,
+    )
+    ps.end = until
+    return Verdict(Disposition.COOLED, cooldown)
+
+
+def half_open(ps: PathState, ok: bool) -> bool:
+    """RC5 for a counted real outcome: True for the failure that must re-cool at once. Either way the
+    half-open state closes (a success: the deployment serves again)."""
+    hold = ps.hold
+    if hold is None or not hold.released:
+        return False
+    hold.released = False
+    return not ok
