@@ -33,6 +33,7 @@ from coolant.io.materializer import (
     detail_key,
     litellm_value,
     push_message,
+    released_key,
     should_write,
 )
 from coolant.processors.state import HealthState
@@ -296,6 +297,41 @@ async def test_each_write_that_took_effect_is_published_after_it(r: Redis, sink:
         await pubsub.aclose()
     quiet = RedisSink(r, prefix, publish=False)
     assert quiet.channel is None
+
+
+async def test_a_probe_release_ends_only_cooldowns_that_started_by_it(r: Redis, sink: RedisSink, prefix: str) -> None:
+    """RC4: the release deletes the cooldown in force when it started at or before the release, leaves one
+    decided after it (a half-open re-cool a pod wrote first), moves the marker only forward, is announced to the
+    pods either way, and no cooldown that started by it is written back (materializer, early write, repair)."""
+    pubsub = r.pubsub()
+    await pubsub.subscribe(cooldown_channel(prefix))
+    try:
+        assert (await pubsub.get_message(timeout=5))["type"] == "subscribe"
+        now = time.time()
+        held = make_cd(ts=now - 10, duration=60)
+        assert await sink.write(held)
+        assert await sink.release("d1", now - 5) is True
+        assert await r.get(cooldown_key(prefix, "d1")) is None and await r.get(detail_key(prefix, "d1")) is None
+        assert float(await r.get(released_key(prefix, "d1"))) == now - 5
+        assert await sink.write(held) is False  # started before the release: stays released
+        after = make_cd(ts=now - 1, duration=60, reason="probation")
+        assert await sink.write(after) is True
+        assert await sink.release("d1", now - 3) is False  # a later release, but before the re-cool: it stands
+        assert await r.get(cooldown_key(prefix, "d1")) == litellm_value(after)
+        assert float(await r.get(released_key(prefix, "d1"))) == now - 3
+        assert await sink.release("d1", now - 7) is False  # an older release: the marker stays
+        assert float(await r.get(released_key(prefix, "d1"))) == now - 3
+        as_repr = str({"exception_received": "x", "status_code": "503", "timestamp": now - 2, "cooldown_time": 60})
+        await r.set(cooldown_key(prefix, "d2"), as_repr, ex=60)  # a router's own (sync writer) value
+        assert await sink.release("d2", now) is True
+        messages = []
+        while (m := await pubsub.get_message(ignore_subscribe_messages=True, timeout=1)) is not None:
+            messages.append(orjson.loads(m["data"]))
+        releases = [m for m in messages if "released" in m]
+        assert [(m["deployment_id"], m["released"]) for m in releases] == [
+            ("d1", now - 5), ("d1", now - 3), ("d1", now - 7), ("d2", now)]
+    finally:
+        await pubsub.aclose()
 
 
 # --- write_with_retry -------------------------------------------------------------------------------------------

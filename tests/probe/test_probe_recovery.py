@@ -2,15 +2,14 @@
 its cooled cadence against a fake upstream, real Kafka and Redis.
 
 A deployment cooled by a real failure is probed every --cooled-interval seconds while routers see it cooled;
-failing probes hold the cooldown past its own end (reason `health_check` records), and once the upstream answers again two healthy
-probes release it: LiteLLM's key is gone while the cooldown would still be in force, the release marker is set
-and every pod hears the release on the push channel. The engine fed the very records the worker decided (the
-outcome and the prober's health records) makes the same cooldowns and the same release.
+failing probes hold the cooldown past its own end (reason `health_check` records), and once the upstream answers
+again two healthy probes release it: LiteLLM's key is gone while the hold would still be in force, the release
+marker is set and every pod hears the release on the push channel. The engine fed the very records the worker
+decided (the outcome and the prober's health records) makes the same cooldowns and the same release.
 """
 
 from __future__ import annotations
 
-import asyncio
 import os
 import subprocess
 import sys
