@@ -55,8 +55,8 @@ sys.path.insert(0, str(ROOT / "tests" / "litellm"))
 sys.path.insert(0, str(ROOT / "bench"))
 
 import litellm  # noqa: E402
-from onset_proxies import Proxy  # noqa: E402
 from outlier_upstream import Upstream  # noqa: E402
+from support_litellm import Proxy  # noqa: E402
 
 from coolant.integrations.litellm import CoolantCallback  # noqa: E402
 from tests.integration.harness import Worker, create_topics, delete_redis_keys, delete_topics  # noqa: E402
@@ -207,7 +207,7 @@ async def main_async(a: argparse.Namespace) -> list[dict[str, Any]]:
                     "COOLANT_GATEWAY_ID": f"proxy-{s}", "COOLANT_CONFIG": str(configs[s])}
                 proxies[s] = Proxy(f"proxy-{s}", configs[s], env, workdir)
         for p in proxies.values():
-            await p.wait_ready()
+            await p.wait_ready(900)
         for (s, c), r in runs.items():  # a first call per client and group (LiteLLM's first call is slow)
             for group in (f"{r.primary}-group", f"{r.fallback}-group"):
                 await (routers[s].acompletion(model=group, messages=MESSAGES) if c == "router" else

@@ -22,7 +22,7 @@ from coolant.config.runtime import resolve_secret
 from coolant.probe.classify import ProbeResult
 from coolant.probe.targets import Target
 
-__all__ = ["Engine", "HttpProber", "LiteLLMProber", "Unsupported", "openai_request"]
+__all__ = ["Engine", "HttpProber", "LiteLLMProber", "Unsupported", "openai_request", "stream_failure"]
 
 Engine = Literal["http", "litellm", "auto"]
 
@@ -76,6 +76,33 @@ def _error_text(body: bytes) -> str:
     return body.decode("utf-8", "replace")
 
 
+def stream_failure(body: bytes) -> str | None:
+    """Why an OpenAI chat stream did not complete (None when it did): an error event, or no `finish_reason`
+    or no `[DONE]` before the body ended."""
+    finished = done = False
+    for line in body.splitlines():
+        if not line.startswith(b"data:"):
+            continue
+        data = line[5:].strip()
+        if data == b"[DONE]":
+            done = True
+            continue
+        try:
+            event = orjson.loads(data)
+        except orjson.JSONDecodeError:
+            return "stream event that is not JSON"
+        if not isinstance(event, dict):
+            return "stream event that is not an object"
+        if "error" in event:
+            return f"stream error event: {_error_text(data)}"
+        choices = event.get("choices")
+        if isinstance(choices, list) and any(isinstance(c, dict) and c.get("finish_reason") for c in choices):
+            finished = True
+    if not finished:
+        return "stream ended without a final chunk"
+    return None if done else "stream ended without [DONE]"
+
+
 class HttpProber:
     """Probes over one shared aiohttp session (connection reuse across rounds)."""
 
@@ -92,9 +119,15 @@ class HttpProber:
             await self._session.close()
             self._session = None
 
-    async def probe(self, target: Target) -> tuple[ProbeResult, tuple[str | None, ...]]:
-        """One call; never raises for what the upstream does (Unsupported or ConfigError for the config)."""
+    async def probe(self, target: Target, stream: bool = False) -> tuple[ProbeResult, tuple[str | None, ...]]:
+        """One call; never raises for what the upstream does (Unsupported or ConfigError for the config).
+
+        `stream` (chat only): ask for a stream and judge all of it (`stream_failure`), so a deployment whose
+        streams die mid-answer fails its probe as its users' requests fail."""
         url, body = openai_request(target)
+        stream = stream and target.mode == "chat"
+        if stream:
+            body["stream"] = True
         key = resolve_secret(target.api_key)
         headers = {"Authorization": f"Bearer {key}"} if key else {}
         if self._session is None:
@@ -109,6 +142,10 @@ class HttpProber:
                     status = resp.status
                     if not 200 <= status < 300:
                         message = _error_text(await resp.content.read(MAX_BODY))
+                    elif stream:
+                        message = stream_failure(await resp.read())
+                        if message is not None:
+                            error = "connection"  # what LiteLLM reports for a stream that dies mid-answer
                     else:
                         await resp.read()
         except TimeoutError:

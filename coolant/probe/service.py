@@ -82,7 +82,7 @@ class RoundReport:
 
 
 class Engines(Protocol):
-    async def probe(self, target: Target) -> tuple[ProbeResult, tuple[str | None, ...]]: ...
+    async def probe(self, target: Target, stream: bool = False) -> tuple[ProbeResult, tuple[str | None, ...]]: ...
 
 
 class _Dispatch:
@@ -105,10 +105,10 @@ class _Dispatch:
         if self.http is not None:
             await self.http.close()
 
-    async def probe(self, target: Target) -> tuple[ProbeResult, tuple[str | None, ...]]:
+    async def probe(self, target: Target, stream: bool = False) -> tuple[ProbeResult, tuple[str | None, ...]]:
         if self.http is not None:
             try:
-                return await self.http.probe(target)
+                return await self.http.probe(target, stream)
             except Unsupported:
                 if self.litellm is None:
                     raise
@@ -202,11 +202,13 @@ class Prober:
     async def _probe_one(
         self, target: Target, k: int, sem: asyncio.Semaphore, interval: float | None = None
     ) -> Health | None:
-        """Probe `target` in round `k` of `interval` (the rounds' by default; its event id names both)."""
+        """Probe `target` in round `k` of `interval` (the rounds' by default; its event id names both). A
+        cooled deployment's probe (`interval` given) streams where the engine can, so streams that die
+        mid-answer keep it cooled."""
         assert self._engines is not None
         async with sem:
             try:
-                result, secrets = await self._engines.probe(target)
+                result, secrets = await self._engines.probe(target, interval is not None)
             except (Unsupported, ConfigError) as exc:
                 if target.deployment_id not in self._unsupported:
                     self._unsupported.add(target.deployment_id)

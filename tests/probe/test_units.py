@@ -184,3 +184,19 @@ def test_endpoint_never_carries_secrets() -> None:
     t = target(api_key="sk-live-secret", api_base="os.environ/BASE")
     ep = endpoint(t, _health("dep-1", True, 1.0))
     assert ep == {"model": "openai/m", "model_id": "dep-1"}
+
+
+def test_a_stream_is_healthy_only_when_it_completes() -> None:
+    """The cooled cadence's chat probe streams: a stream that dies mid-answer fails it as it fails a user."""
+    from coolant.probe.http import stream_failure
+
+    chunk = b'data: {"choices": [{"index": 0, "delta": {"content": "p"}, "finish_reason": null}]}\n\n'
+    final = b'data: {"choices": [{"index": 0, "delta": {}, "finish_reason": "length"}]}\n\n'
+    done = b"data: [DONE]\n\n"
+    assert stream_failure(chunk + final + done) is None
+    assert stream_failure(chunk * 3) == "stream ended without a final chunk"  # cut
+    assert stream_failure(chunk * 3 + done) == "stream ended without a final chunk"  # truncated
+    assert stream_failure(chunk + final) == "stream ended without [DONE]"
+    error = b'data: {"error": {"message": "stream interrupted", "type": "server_error"}}\n\n'
+    assert stream_failure(chunk + error + done) == "stream error event: stream interrupted"
+    assert stream_failure(b"data: nope\n\n") == "stream event that is not JSON"

@@ -1,4 +1,5 @@
-"""A fake OpenAI-compatible upstream on 127.0.0.1: counts calls per deployment, answers per a status table.
+"""A fake OpenAI-compatible upstream on 127.0.0.1: counts calls per deployment, answers per a status table
+(a chat call with `stream: true` gets a complete stream).
 
 Each deployment gets its own base path (`/<dep>/v1`), so a call is attributed to its deployment whatever
 model name the caller sends.
@@ -6,6 +7,7 @@ model name the caller sends.
 
 from __future__ import annotations
 
+import json
 import time
 from collections import defaultdict
 from dataclasses import dataclass, field
@@ -28,16 +30,26 @@ class FakeUpstream:
     def total(self) -> int:
         return sum(len(v) for v in self.calls.values())
 
-    async def _handle(self, request: web.Request) -> web.Response:
+    async def _handle(self, request: web.Request) -> web.StreamResponse:
         dep = request.match_info["dep"]
         kind = request.match_info["kind"]
         self.calls[dep].append(time.time())
         self.auth[dep] = request.headers.get("Authorization")
-        await request.read()
+        body = await request.json()
         status = self.statuses.get(dep, 200)
         if status != 200:
             err = {"error": {"message": f"upstream says {status} for {dep}", "type": "fake", "code": status}}
             return web.json_response(err, status=status)
+        if body.get("stream"):  # a cooled deployment's probe: one chunk, the final one, [DONE]
+            response = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
+            await response.prepare(request)
+            for delta, finish in (({"role": "assistant", "content": "p"}, None), ({}, "length")):
+                chunk = {"id": "chatcmpl-fake", "object": "chat.completion.chunk", "created": int(time.time()),
+                         "model": "fake", "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]}
+                await response.write(b"data: " + json.dumps(chunk).encode() + b"\n\n")
+            await response.write(b"data: [DONE]\n\n")
+            await response.write_eof()
+            return response
         if kind == "embeddings":
             return web.json_response({
                 "object": "list", "model": "fake",

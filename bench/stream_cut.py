@@ -1,0 +1,239 @@
+"""Streams that die mid-answer (issue 24): LiteLLM alone against coolant, 3 real proxies per side.
+
+    scripts/kafka-local start && scripts/redis-local start
+    .venv/bin/python bench/stream_cut.py [--json FILE] [--kinds cut,error,truncated] [--profile outlier]
+
+Per side, 3 `litellm --config` processes (LiteLLM 1.110.2, `num_retries: 0`, so every failed upstream call is
+an error a user sees) serve a group of three deployments A, B, C on a fake upstream (`bench/outlier_upstream.py`),
+called with the `openai` SDK and `stream=True` at --rate requests/s round-robin over the side's proxies. After
+--warmup seconds, C's streams fail after a few chunks for --duration seconds, one kind at a time, each on its own
+deployments:
+
+  cut        the connection closes without a final chunk or [DONE]
+  error      an error event, then the end of the stream
+  truncated  [DONE] with no chunk carrying a finish_reason
+
+A request failed when the SDK raised or the stream ended without a finish_reason. Sides: `litellm` (LiteLLM's
+defaults, cooldowns shared through Redis) and `coolant` (`disable_cooldowns`, `coolant_callback` with the fast
+path and the push, one `coolant worker` with --profile, and under `outlier` one `coolant probe` with its cooled
+cadence). Prints per kind the failed requests after the onset on each side and coolant's cooldown records; writes
+`--json FILE`: a list of `{kind, litellm, coolant}` (failed requests) with `requests`, `cooldowns` and `load`.
+Goal under the profile: coolant <= 0.1 x LiteLLM alone for each kind.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+import orjson
+import yaml
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "tests" / "litellm"))
+sys.path.insert(0, str(ROOT / "bench"))
+
+import openai  # noqa: E402
+from onset_compare import BOOTSTRAP, PODS, REDIS_URL, paced  # noqa: E402
+from onset_proxies import proxy_config  # noqa: E402
+from outlier_upstream import STREAM_KINDS, Upstream  # noqa: E402
+from support_litellm import Proxy  # noqa: E402
+
+from tests.integration.harness import (  # noqa: E402
+    Worker,
+    create_topics,
+    delete_redis_keys,
+    delete_topics,
+    read_topic,
+)
+
+SIDES = ("litellm", "coolant")
+MESSAGES = [{"role": "user", "content": "hi"}]
+
+
+def deps(tag: str, kind: str, side: str) -> tuple[str, list[str]]:
+    group = f"{tag}-{kind}-{side}"
+    return group, [f"{group}-A", f"{group}-B", f"{group}-C"]
+
+
+def model_list(up: Upstream, tag: str, kinds: list[str], side: str) -> list[dict[str, Any]]:
+    out = []
+    for kind in kinds:
+        group, names = deps(tag, kind, side)
+        out += [{"model_name": group, "litellm_params": {"model": "openai/gpt-4o-mini", "api_key": "sk-x",
+                                                         "api_base": up.base(n)}, "model_info": {"id": n}}
+                for n in names]
+    warm = f"{tag}-{side}-warmup"
+    out.append({"model_name": warm, "litellm_params": {"model": "openai/gpt-4o-mini", "api_key": "sk-x",
+                                                       "api_base": up.base(warm)}, "model_info": {"id": warm}})
+    return out
+
+
+async def stream_once(client: openai.AsyncOpenAI, group: str) -> bool:
+    """One streamed request; True when it completed (a chunk with a finish_reason, no error)."""
+    try:
+        stream = await client.chat.completions.create(model=group, messages=MESSAGES, stream=True)
+        finished = False
+        async for chunk in stream:
+            finished = finished or any(c.finish_reason for c in chunk.choices)
+        return finished
+    except Exception:  # the SDK's error for an error event, a broken connection, a 5xx
+        return False
+
+
+async def run_kind(kind: str, tag: str, up: Upstream, sides: dict[str, list[Proxy]], a: argparse.Namespace,
+                   log: list[dict[str, Any]]) -> dict[str, tuple[int, int]]:
+    """Both sides at once on `kind`: (failed requests after the onset, requests after the onset) per side."""
+    start = time.time() + 1.0
+    onset = start + a.warmup
+    end = onset + a.duration
+    counts = {side: [0, 0] for side in sides}
+
+    async def switch() -> None:
+        await asyncio.sleep(max(0.0, onset - time.time()))
+        for side in sides:
+            up.failing[deps(tag, kind, side)[1][2]] = kind
+        await asyncio.sleep(max(0.0, end - time.time()))
+        for side in sides:
+            up.failing.pop(deps(tag, kind, side)[1][2], None)
+
+    def one(side: str) -> Any:
+        group = deps(tag, kind, side)[0]
+
+        async def call(i: int) -> None:
+            sent = time.time()
+            ok = await stream_once(sides[side][i % PODS].client, group)
+            if sent >= onset:
+                counts[side][1] += 1
+                counts[side][0] += not ok
+            log.append({"kind": kind, "side": side, "pod": i % PODS, "sent": sent, "done": time.time(), "ok": ok})
+
+        return call
+
+    await asyncio.sleep(max(0.0, start - time.time()))
+    await asyncio.gather(switch(), *(paced(one(side), a.rate, end) for side in sides))
+    return {side: (c[0], c[1]) for side, c in counts.items()}
+
+
+async def main_async(a: argparse.Namespace) -> list[dict[str, Any]]:
+    t_start = time.monotonic()
+    kinds = a.kinds.split(",")
+    tag = f"sc{uuid.uuid4().hex[:6]}"
+    prefix, namespace = f"{tag}.", tag
+    workdir = Path(tempfile.mkdtemp(prefix="coolant-stream-cut-"))
+    up = Upstream().start()
+    models = {side: model_list(up, tag, kinds, side) for side in SIDES}
+    worker_config = workdir / "worker.yaml"
+    worker_cfg: dict[str, Any] = {"model_list": models["coolant"]}
+    if a.profile != "compatible":
+        worker_cfg["coolant"] = {"profile": a.profile}
+    worker_config.write_text(yaml.safe_dump(worker_cfg))
+    await create_topics(BOOTSTRAP, prefix, 2)
+    worker = Worker(name="stream", config=worker_config, bootstrap=BOOTSTRAP, topic_prefix=prefix,
+                    app_id=f"{tag}-app", workdir=workdir, redis_url=REDIS_URL, redis_key_prefix=f"{namespace}:",
+                    partitions=2)
+    worker.start()
+    prober: subprocess.Popen[bytes] | None = None
+    sides: dict[str, list[Proxy]] = {side: [] for side in SIDES}
+    results: list[dict[str, Any]] = []
+    try:
+        await worker.wait_ready()
+        if a.profile == "outlier":
+            prober = subprocess.Popen(
+                [sys.executable, "-m", "coolant.cli", "probe", "--config", str(worker_config), "--bootstrap",
+                 BOOTSTRAP, "--redis-url", REDIS_URL, "--redis-key-prefix", f"{namespace}:", "--topic-prefix", prefix,
+                 "--group", f"{tag}-probers", "--interval", "60", "--cooled-interval", str(a.cooled_interval),
+                 "--timeout", "2"],
+                cwd=ROOT, stdout=(workdir / "prober.log").open("wb"), stderr=subprocess.STDOUT,
+                env={**os.environ, "PYTHONPATH": str(ROOT), "LITELLM_LOCAL_MODEL_COST_MAP": "True"})
+        for side in SIDES:
+            config = proxy_config(workdir / f"proxy-{side}.yaml", models[side], side, namespace)
+            for i in range(PODS):
+                env = {} if side == "litellm" else {
+                    "COOLANT_KAFKA_BOOTSTRAP": BOOTSTRAP, "COOLANT_TOPIC_PREFIX": prefix,
+                    "COOLANT_REDIS_URL": REDIS_URL, "COOLANT_REDIS_KEY_PREFIX": f"{namespace}:",
+                    "COOLANT_GATEWAY_ID": f"pod-{i}", "COOLANT_CONFIG": str(worker_config)}
+                sides[side].append(Proxy(f"{side}-{i}", config, env, workdir))
+        for side, proxies in sides.items():
+            for p in proxies:
+                await p.wait_ready(900)
+                for _ in range(3):
+                    await stream_once(p.client, f"{tag}-{side}-warmup")
+        print(f"worker and {2 * PODS} proxies ready after {time.monotonic() - t_start:.0f} s; {a.rate:g} streamed "
+              f"requests/s per side; C's streams fail for {a.duration:g} s after {a.warmup:g} s; coolant profile "
+              f"{a.profile}; logs in {workdir}", flush=True)
+        requests: list[dict[str, Any]] = []
+        for kind in kinds:
+            counts = await run_kind(kind, tag, up, sides, a, requests)
+            load = [round(x, 2) for x in os.getloadavg()]
+            results.append({"kind": kind, "litellm": counts["litellm"][0], "coolant": counts["coolant"][0],
+                            "requests": {s: n for s, (_, n) in counts.items()}, "load": load})
+            print(f"  {kind}: litellm {counts['litellm'][0]} failed of {counts['litellm'][1]}, coolant "
+                  f"{counts['coolant'][0]} failed of {counts['coolant'][1]} (load {load})", flush=True)
+        await asyncio.sleep(3.0)
+        cooldowns = [orjson.loads(m.value) for m in await read_topic(BOOTSTRAP, prefix + "cooldowns")]
+        for r in results:
+            c = deps(tag, r["kind"], "coolant")[1][2]
+            r["cooldowns"] = sum(cd["deployment_id"] == c for cd in cooldowns)
+        report(results, a)
+        if a.dump:
+            Path(a.dump).write_bytes(b"".join(orjson.dumps(r) + b"\n" for r in requests))
+        return results
+    finally:
+        for proxies in sides.values():
+            for p in proxies:
+                await p.stop()
+        if prober is not None:
+            prober.terminate()
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                prober.wait(20)
+        worker.stop()
+        up.stop()
+        await delete_topics(BOOTSTRAP, [prefix, f"{tag}-app", f"{tag}-probers"])
+        await delete_redis_keys(REDIS_URL, f"{namespace}:")
+        print(f"total {time.monotonic() - t_start:.0f} s")
+
+
+def report(results: list[dict[str, Any]], a: argparse.Namespace) -> None:
+    print(f"\nfailed streamed requests while C's streams fail ({a.duration:g} s at {a.rate:g}/s per side; coolant "
+          f"profile {a.profile})")
+    print(f"  {'kind':<10} | {'litellm':>7} | {'coolant':>7} | ratio | coolant's cooldown records of C | load")
+    for r in results:
+        ratio = r["coolant"] / r["litellm"] if r["litellm"] else float("nan")
+        print(f"  {r['kind']:<10} | {r['litellm']:>7} | {r['coolant']:>7} | {ratio:>5.2f} | {r['cooldowns']:>31} | "
+              f"{r['load']}")
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--json", metavar="FILE", help="write the results there (a list of {kind, litellm, coolant})")
+    p.add_argument("--kinds", default=",".join(STREAM_KINDS), help="comma-separated, of cut, error, truncated")
+    p.add_argument("--profile", choices=("compatible", "outlier"), default="outlier", help="coolant's profile")
+    p.add_argument("--rate", type=float, default=15.0, help="streamed requests per second per side")
+    p.add_argument("--duration", type=float, default=40.0, help="seconds C's streams fail, per kind")
+    p.add_argument("--warmup", type=float, default=5.0, help="seconds of healthy traffic before each kind")
+    p.add_argument("--cooled-interval", type=float, default=1.0, help="the prober's --cooled-interval")
+    p.add_argument("--dump", metavar="FILE", help="also write every request there (JSON lines)")
+    a = p.parse_args()
+    for kind in a.kinds.split(","):
+        if kind not in STREAM_KINDS:
+            p.error(f"unknown kind {kind!r}")
+    results = asyncio.run(main_async(a))
+    if a.json:
+        Path(a.json).write_text(json.dumps(results, indent=2) + "\n")
+        print(f"wrote {a.json}")
+
+
+if __name__ == "__main__":
+    main()
