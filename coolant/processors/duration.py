@@ -7,9 +7,13 @@ import re
 from datetime import UTC, datetime
 
 from coolant.processors.policy import DeploymentEntry, Policy
-from coolant.schemas.types import DURATION_MAX
 
 DEFAULT_COOLDOWN = 5.0
+RETRY_AFTER_MAX = 7 * 86_400.0
+"""B3 (docs/input-bounds.md): the longest Retry-After honoured, 7 days. The longest a provider announces is a
+daily quota's reset (a day at most); LiteLLM honours any value, and its recorded episodes include 100,000 s, which
+stays exact. Above this bound a header is no provider's answer but a broken or hostile one (400 nines), and a
+single record must not cool a deployment for a year. X4 (`max_cooldown_time`) caps lower when it is set."""
 _SECONDS = re.compile(r"[ \t]*([0-9]+)[ \t]*")
 # RFC 9110 §5.6.7: IMF-fixdate, RFC 850 and asctime forms, always GMT.
 _DATE_FORMATS = ("%a, %d %b %Y %H:%M:%S GMT", "%A, %d-%b-%y %H:%M:%S GMT", "%a %b %d %H:%M:%S %Y")
@@ -30,20 +34,20 @@ def _http_date(value: str) -> float | None:
 def retry_after_seconds(value: str | None, ts: float) -> float | None:
     """T2: the Retry-After duration measured from the record's own ts (D5), or None if ignored.
 
-    B3 (docs/input-bounds.md): at most DURATION_MAX, so no header can push `until` past what Redis and
-    the state store can hold (a 400-digit value would not even convert to a float).
+    B3 (docs/input-bounds.md): at most RETRY_AFTER_MAX, in either form, so no header can cool a deployment for
+    longer than any provider asks (a 400-digit value would not even convert to a float).
     """
     if value is None:
         return None
     m = _SECONDS.fullmatch(value)
     if m:
         digits = m.group(1).lstrip("0") or "0"
-        return min(float(int(digits)), DURATION_MAX) if len(digits) <= 9 else DURATION_MAX
+        return min(float(int(digits)), RETRY_AFTER_MAX) if len(digits) <= 9 else RETRY_AFTER_MAX
     when = _http_date(value)
     if when is None:
         return None
     seconds = math.floor(when - ts)
-    return float(min(seconds, DURATION_MAX)) if seconds > 0 else None
+    return float(min(seconds, RETRY_AFTER_MAX)) if seconds > 0 else None
 
 
 def request_duration(

@@ -7,7 +7,8 @@ Before that pass, B1 (docs/input-bounds.md) bounds what a decoder recursing into
 missing value (a tombstone), more than MAX_RECORD_BYTES, or nesting deeper than MAX_DEPTH even in an unknown
 field. Where the fast pass refuses what the JSON Schema accepts (an integral float such as `500.0` or `5e2`
 for an int, a lone surrogate escape), B5 decides again from the standard JSON reader, so that the schema and
-the worker agree.
+the worker agree. After it, B11 refuses an object that repeats a name: JSON readers keep the last value
+silently, so `"deployment_id": "dep-a", "deployment_id": "dep-b"` would cool dep-b from a record keyed dep-a.
 """
 
 from __future__ import annotations
@@ -29,6 +30,8 @@ InputRecord = Outcome | Health | DeploymentRecord
 Record = Outcome | Health | DeploymentRecord | Cooldown | HealthTransition
 
 _decoder = msgspec.json.Decoder(Record)
+_NAMES: dict[type, tuple[int, tuple[int, ...]]] = {}
+"""Per record class: 1 if it has a schema tag (a name of its JSON object), and the indexes of its nested objects."""
 _encoder = msgspec.json.Encoder()
 _AT = re.compile(r" - at `\$\.([^`\[]+)")
 _MISSING = re.compile(r"missing required field `([^`]+)`")
@@ -91,6 +94,73 @@ def _normalized(value: Any) -> Any:
     return value
 
 
+def _shape(cls: type) -> tuple[int, tuple[int, ...]]:
+    shape = _NAMES.get(cls)
+    if shape is None:
+        fields = msgspec.structs.fields(cls)
+        tag = 1 if isinstance(getattr(cls, "schema", None), str) else 0  # the records carry their tag as `schema`
+        nested = tuple(i for i, f in enumerate(fields) if f.name in ("ratelimit", "window", "allowed_fails_policy"))
+        shape = _NAMES[cls] = (tag, nested)
+    return shape
+
+
+def _names(value: Any) -> int:
+    """How many names with a value other than null the JSON of `value` holds (its schema tag and nested objects
+    included) if it repeats none and has no unknown field. Cheap (C-level tuple operations): it screens every
+    record."""
+    if isinstance(value, dict):
+        return len(value) - list(value.values()).count(None)
+    tag, nested = _shape(type(value))
+    t = msgspec.structs.astuple(value)
+    n = tag + len(t) - t.count(None)
+    for i in nested:
+        if t[i] is not None:
+            n += _names(t[i])
+    return n
+
+
+_SPACE_AFTER_QUOTE = re.compile(rb'"[ \t\r\n]')
+
+
+def _may_repeat(raw: bytes | str, names: int) -> bool:
+    """B11's screen: False when `raw` surely names nothing twice. In compact JSON each name is `"name":`, a null
+    value `":null`, and the same with a backslash in front is inside a text. A count of non-null names that
+    differs from `names` (a repeat, an unknown field) or white space after a quote (`"name" :`) sends the record
+    to the exact check."""
+    if isinstance(raw, str):
+        raw = raw.encode("utf-8", "surrogatepass")
+    given = raw.count(b'":') - raw.count(b'\\":') - raw.count(b'":null') + raw.count(b'\\":null')
+    return given != names or _SPACE_AFTER_QUOTE.search(raw) is not None
+
+
+def _repeated(raw: bytes | str) -> str | None:
+    """B11, exactly: the first name an object of `raw` (at any depth) gives twice, else None."""
+    repeated: list[str] = []
+
+    def pairs(items: list[tuple[str, Any]]) -> None:
+        if not repeated and len({k for k, _ in items}) != len(items):
+            seen: set[str] = set()
+            repeated.extend(k for k, _ in items if k in seen or seen.add(k))  # type: ignore[func-returns-value]
+
+    try:
+        json.loads(raw, object_pairs_hook=pairs, parse_constant=_no_constant)
+    except (ValueError, RecursionError):
+        return None
+    return repeated[0] if repeated else None
+
+
+def _no_repeats(raw: bytes | str, rec: Record) -> Record:
+    """B11: `rec`, unless `raw` gives a name twice (then InvalidRecord naming it)."""
+    if _may_repeat(raw, _names(rec)):
+        name = _repeated(raw)
+        if name is not None:
+            raise InvalidRecord(
+                "given twice: a JSON object must not repeat a name (RFC 8259 §4); which value was meant is unknown",
+                name,
+            )
+    return rec
+
+
 def _no_constant(name: str) -> Any:
     raise ValueError(f"{name} is not JSON")
 
@@ -129,12 +199,13 @@ def decode(raw: bytes | bytearray | memoryview | str | None) -> Record:
     if not (type(raw) is bytes and len(raw) <= MAX_RECORD_BYTES and raw.find(b"[") < 0 and raw.find(b"{", 1) < 0):
         raw = _bounded(raw)  # the usual record (one flat object) needs no closer look: two memchr scans
     try:
-        return _decoder.decode(raw)
+        rec = _decoder.decode(raw)
     except msgspec.MsgspecError as exc:
-        rec = _second_chance(raw)
-        if rec is None:
+        second = _second_chance(raw)
+        if second is None:
             raise _invalid(exc) from None
-        return rec
+        rec = second
+    return _no_repeats(raw, rec)
 
 
 def decode_block(block: bytes) -> list[Record]:
@@ -150,7 +221,15 @@ def decode_block(block: bytes) -> list[Record]:
     opens = block.count(b"[") + block.count(b"{")
     if opens >= len(records) + MAX_DEPTH and any(map(_too_deep, block.split(b"\n"))):
         raise InvalidRecord(f"a line is nested deeper than {MAX_DEPTH} levels")
+    # B11 as `decode` applies it, screened over the whole block (a line that repeats a name is found when the
+    # caller redoes the block line by line)
+    if _may_repeat(block, sum(map(_names, records))) and _repeated_in_lines(block):
+        raise InvalidRecord("a line repeats a name")
     return records
+
+
+def _repeated_in_lines(block: bytes) -> bool:
+    return any(_repeated(line) is not None for line in block.split(b"\n") if line.strip())
 
 
 def from_dict(d: Any) -> Record:

@@ -6,7 +6,7 @@ from typing import Literal
 
 import msgspec
 
-from coolant.schemas.types import EventId
+from coolant.schemas.types import EventId, Name
 
 COOLDOWN_SCHEMA = "coolant.cooldown/1"
 Reason = Literal[
@@ -41,8 +41,8 @@ class Cooldown(msgspec.Struct, frozen=True, tag_field="schema", tag=COOLDOWN_SCH
     """`cooldown_time` is an int when whole (E3: written as 5, not 5.0, as LiteLLM writes it)."""
 
     event_id: EventId
-    deployment_id: str
-    model_group: str
+    deployment_id: Name
+    model_group: Name
     ts: float
     until: float
     cooldown_time: int | float

@@ -4,14 +4,14 @@ from __future__ import annotations
 
 import msgspec
 
-from coolant.schemas.types import Duration, NonNegativeInt
+from coolant.schemas.types import Duration, Name, NonNegativeInt
 
 DEPLOYMENT_SCHEMA = "coolant.deployment/1"
 
 
 class DeploymentRecord(msgspec.Struct, frozen=True, tag_field="schema", tag=DEPLOYMENT_SCHEMA):
-    deployment_id: str
-    model_group: str
+    deployment_id: Name
+    model_group: Name
     wildcard: bool | None = None
     """Absent: true when the model name contains `*`, as in the config file."""
     cooldown_time: Duration | None = None

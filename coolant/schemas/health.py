@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import msgspec
 
-from coolant.schemas.types import EventId, Latency, StatusCode, Timestamp
+from coolant.schemas.types import EventId, Latency, Name, StatusCode, Timestamp
 
 HEALTH_SCHEMA = "coolant.health/1"
 
@@ -12,8 +12,8 @@ HEALTH_SCHEMA = "coolant.health/1"
 class Health(msgspec.Struct, frozen=True, tag_field="schema", tag=HEALTH_SCHEMA):
     event_id: EventId
     ts: Timestamp
-    deployment_id: str
-    model_group: str
+    deployment_id: Name
+    model_group: Name
     healthy: bool
     status_code: StatusCode | None = None
     exception_type: str | None = None

@@ -4,7 +4,16 @@ from __future__ import annotations
 
 import msgspec
 
-from coolant.schemas.types import Duration, EventId, Latency, NonNegativeInt, RecordDuration, StatusCode, Timestamp
+from coolant.schemas.types import (
+    Duration,
+    EventId,
+    Latency,
+    Name,
+    NonNegativeInt,
+    RecordDuration,
+    StatusCode,
+    Timestamp,
+)
 
 OUTCOME_SCHEMA = "coolant.outcome/1"
 
@@ -23,8 +32,8 @@ class Outcome(msgspec.Struct, frozen=True, tag_field="schema", tag=OUTCOME_SCHEM
 
     event_id: EventId
     ts: Timestamp
-    deployment_id: str
-    model_group: str
+    deployment_id: Name
+    model_group: Name
     ok: bool
     status_code: StatusCode | None = None
     exception_type: str | None = None

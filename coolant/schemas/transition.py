@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import msgspec
 
-from coolant.schemas.types import EventId
+from coolant.schemas.types import EventId, Name
 
 TRANSITION_SCHEMA = "coolant.health_transition/1"
 
@@ -20,8 +20,8 @@ class HealthTransition(msgspec.Struct, frozen=True, tag_field="schema", tag=TRAN
     """
 
     event_id: EventId
-    deployment_id: str
-    model_group: str
+    deployment_id: Name
+    model_group: Name
     ts: float
     healthy: bool
     previous: bool | None

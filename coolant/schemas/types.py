@@ -19,8 +19,13 @@ LATENCY_MAX = 1e15
 """B3: latencies are only carried, never computed with; the bound only excludes infinities."""
 INT_MAX = 2**31 - 1
 """B4: counters (`attempt`, `allowed_fails`) fit in 32 bits."""
+NAME_MAX = 256
+"""B10: characters of a deployment id or a model group (LiteLLM's ids are 64-character hashes or short names). An id
+is a Redis key, a Kafka key, a state-table key and a log field: a 100 KB one would be all of those."""
 
 EventId = Annotated[str, msgspec.Meta(min_length=1, max_length=128)]
+Name = Annotated[str, msgspec.Meta(max_length=NAME_MAX)]
+"""A deployment id or a model group (B10)."""
 NonNegativeInt = Annotated[int, msgspec.Meta(ge=0, le=INT_MAX)]
 Timestamp = Annotated[float, msgspec.Meta(ge=0, lt=TS_MAX)]
 RecordDuration = Annotated[float, msgspec.Meta(ge=-DURATION_MAX, le=DURATION_MAX)]

@@ -1,0 +1,100 @@
+"""B10 and B11 (docs/input-bounds.md): ids and groups have a length limit, and an object must not repeat a name."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from coolant.io.sources import decode_records
+from coolant.schemas import Cooldown, InvalidRecord, Outcome, decode, decode_block, encode
+from coolant.schemas.codec import _may_repeat, _names
+from coolant.schemas.types import NAME_MAX
+
+HEAD = b'{"schema":"coolant.outcome/1","event_id":"e","ts":1767225600.5,'
+GOOD = HEAD + b'"deployment_id":"dep-a","model_group":"g","ok":false}'
+
+
+@pytest.mark.parametrize("field", ["deployment_id", "model_group"])
+def test_a_name_longer_than_the_limit_is_invalid(field: str) -> None:
+    at_limit = GOOD.replace(b'"dep-a"' if field == "deployment_id" else b'"g"', b'"' + b"x" * NAME_MAX + b'"')
+    assert isinstance(decode(at_limit), Outcome)
+    over = GOOD.replace(b'"dep-a"' if field == "deployment_id" else b'"g"', b'"' + b"x" * 100_000 + b'"')
+    with pytest.raises(InvalidRecord) as e:
+        decode(over)
+    assert e.value.field == field and str(NAME_MAX) in str(e.value)
+
+
+def test_every_record_kind_bounds_its_ids() -> None:
+    long = "d" * (NAME_MAX + 1)
+    for raw in (
+        b'{"schema":"coolant.health/1","event_id":"p","ts":1.0,"deployment_id":"%s","model_group":"g","healthy":true}',
+        b'{"schema":"coolant.deployment/1","deployment_id":"%s","model_group":"g"}',
+    ):
+        with pytest.raises(InvalidRecord):
+            decode(raw.replace(b"%s", long.encode()))
+
+
+REPEATS = [
+    ("the same name twice", HEAD + b'"deployment_id":"dep-a","deployment_id":"dep-b","model_group":"g","ok":false}'),
+    ("the same value twice", HEAD + b'"deployment_id":"dep-a","deployment_id":"dep-a","model_group":"g","ok":false}'),
+    ("escaped in the name",
+     HEAD + b'"deployment_id":"dep-a","deployment\\u005fid":"dep-b","model_group":"g","ok":false}'),
+    ("with white space", HEAD + b'"deployment_id":"dep-a", "deployment_id" : "dep-b","model_group":"g","ok":false}'),
+    ("hidden by an escaped quote",
+     HEAD + b'"deployment_id":"dep-a","x\\\\":1,"deployment_id":"dep-b","model_group":"g","ok":false}'),
+    ("hidden by an escaped null",
+     HEAD + b'"deployment_id":"dep-a","exception_message":"\\":null","deployment_id":"dep-b","model_group":"g",'
+     b'"ok":false}'),
+    ("ok twice", GOOD.replace(b'"ok":false', b'"ok":false,"ok":true')),
+    ("in a nested object", GOOD.replace(b"}", b',"ratelimit":{"remaining_requests":0,"remaining_requests":9}}')),
+    ("in an unknown field", GOOD.replace(b"}", b',"x":{"a":1,"a":2}}')),
+]
+
+
+@pytest.mark.parametrize(("what", "raw"), REPEATS, ids=[r[0] for r in REPEATS])
+def test_a_repeated_name_is_invalid_with_its_name(what: str, raw: bytes) -> None:
+    with pytest.raises(InvalidRecord) as e:
+        decode(raw)
+    assert "given twice" in str(e.value), what
+    with pytest.raises(InvalidRecord):
+        decode(raw.decode())  # the same for text
+
+
+def test_texts_nulls_and_unknown_fields_are_no_repeats() -> None:
+    """The screen's other reasons to look closer (an unknown field, white space) are not refusals, and escaped
+    quotes and nulls in a text are not names."""
+    for raw in (
+        GOOD.replace(b"}", b',"exception_message":"{\\"error\\": {\\"code\\": 429}, \\"a\\" : 1}"}'),
+        GOOD.replace(b"}", b',"retry_after":null,"status_code":null,"unknown":{"deployment_id":"x"}}'),
+        GOOD.replace(b",", b", "),
+        GOOD.replace(b"}", b',"exception_message":"a\\":null, \\"b\\":null"}'),
+    ):
+        assert isinstance(decode(raw), Outcome)
+
+
+def test_the_usual_records_pass_the_screen_without_the_exact_check() -> None:
+    """The screen is what keeps B9 cheap: published records (and cooldowns, with their nulls) need no second
+    reading. Mutating `_names` or the screen's count makes this fail."""
+    root = Path(__file__).resolve().parents[2]
+    lines = [line for line in (root / "examples" / "traffic.jsonl").read_bytes().splitlines() if line.strip()]
+    assert lines
+    for line in lines:
+        rec = decode(line)
+        assert not _may_repeat(line, _names(rec)), line
+        out = encode(rec)
+        assert not _may_repeat(out, _names(decode(out)))
+    cd = Cooldown(event_id="cd-1", deployment_id="d", model_group="g", ts=1.0, until=6.0, cooldown_time=5,
+                  reason="rate_limited", status_code=None, exception_type=None, exception_received="",
+                  trigger_event_id="e", window=__import__("coolant.schemas", fromlist=["Window"]).Window(1.0, 0, 1))
+    assert not _may_repeat(encode(cd), _names(cd))
+
+
+def test_replay_reports_the_line_and_keeps_the_rest() -> None:
+    block = GOOD + b"\n" + REPEATS[0][1] + b"\n" + GOOD.replace(b'"e"', b'"e2"') + b"\n"
+    with pytest.raises(InvalidRecord):
+        decode_block(block)
+    problems: list[str] = []
+    records = decode_records(("f.jsonl", 1, block), problems.append)
+    assert [r.event_id for r in records] == ["e", "e2"]  # type: ignore[union-attr]
+    assert len(problems) == 1 and "f.jsonl:2" in problems[0] and "given twice" in problems[0]
