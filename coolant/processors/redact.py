@@ -1,4 +1,4 @@
-"""S1-S4 (docs/input-bounds.md): secrets are cut out of text before any of it leaves the processor.
+"""S1-S3 (docs/input-bounds.md): secrets are cut out of text before any of it leaves the processor.
 
 E4 masking keeps the first 50 characters of an error text, which is exactly where providers quote the key
 they refused ("Incorrect API key provided: sk-proj-..."). So every text a record carries is redacted first,
