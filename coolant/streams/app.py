@@ -107,7 +107,8 @@ class WorkerOptions:
     rebalance_timeout: float = 20.0
     """How long the group waits for members to rejoin a rebalance before dropping the slow ones."""
     shutdown_timeout: float = 10.0
-    """On SIGTERM or a rebalance, how long to let the batches being decided finish before the partitions go."""
+    """On SIGTERM or a rebalance, how long to let the batches being decided (and on SIGTERM the early Redis writes)
+    finish before the partitions go; below `faust_adapter.STOP_WITHIN`, the bound on the whole stop."""
     keep_raw_deadletters: bool = False
     """S2 (docs/input-bounds.md): dead letters keep the raw record unredacted."""
     max_ts_ahead: float = MAX_TS_AHEAD
@@ -433,7 +434,7 @@ class Pipeline:
             token=opts.admin_token, write_rate=opts.admin_rate,
         )
         self.admin.register()
-        self.stall = StallWatch(diagnose=self._diagnosis)
+        self.stall = StallWatch(diagnose=self.diagnosis)
         inputs = (self.outcomes.get_topic_name(), self.health.get_topic_name())
         app.timer(LAG_INTERVAL, name="consumer-lag")(LagReporter(app, self.stall.waiting, inputs).run)
         if sink is not None:
@@ -449,18 +450,23 @@ class Pipeline:
         if sink is not None:
             app.timer(REDIS_CHECK_INTERVAL, name="redis-check")(self._check_redis)
 
+        def stalled() -> dict[str, str]:
+            since = self.stall.stalled_for()
+            return {} if since is None else {"stalled": f"input records wait and none was decided for {since:.0f} s"}
+
         @app.page("/livez")
         async def livez(web: Any, request: Any) -> Any:
-            """Liveness only (the process serves): a restart cannot fix what /healthz reports, e.g. Redis down."""
+            """Whether a restart would help: for a stall, which a restart ends (the next start reads from the last
+            commit), not for the rest of what /healthz reports (e.g. Redis down, which a restart cannot fix)."""
+            problems = stalled()
+            if problems:  # an orchestrator's liveness probe restarts a worker stuck this way
+                return web.json({"status": "unhealthy", "problems": problems}, status=503)
             return web.json({"status": "ok"})
 
         @app.page("/healthz")
         async def healthz(web: Any, request: Any) -> Any:
             body: dict[str, Any] = {"status": "ok", "deployments": len(registry.policy.registry.entries)}
-            problems = dict(self.problems)
-            stalled = self.stall.stalled_for()
-            if stalled is not None:  # an orchestrator's liveness probe restarts a worker stuck this way
-                problems["stalled"] = f"input records wait and none was decided for {stalled:.0f} s"
+            problems = {**self.problems, **stalled()}
             if problems:
                 body.update(status="unhealthy", problems=problems)
                 return web.json(body, status=503)
@@ -472,9 +478,9 @@ class Pipeline:
         async def prometheus(web: Any, request: Any) -> Any:
             return web.bytes(generate_latest(metrics.REGISTRY), headers={"Content-Type": CONTENT_TYPE_LATEST})
 
-    def _diagnosis(self) -> str:
-        """What a stall log line adds: the table recovery, the producer's unacknowledged batches, each lane's pending
-        messages and where its task waits."""
+    def diagnosis(self) -> str:
+        """What a stall (or an overdue stop) log line adds: the table recovery, the producer's unacknowledged
+        batches, each lane's pending messages and where its task waits."""
         lanes = "; ".join(
             f"lane {topic}: {len(lane)} pending, "
             + (awaiting(task) if (task := self._lane_tasks.get(topic)) is not None else "no task")
@@ -641,15 +647,18 @@ class Pipeline:
         return True
 
     async def _drain(self) -> None:
-        """Stop taking batches and wait (up to the shutdown timeout) for the ones in hand to be acknowledged."""
+        """Stop taking batches and wait (up to the shutdown timeout, in all) for the ones in hand to be acknowledged
+        and the early Redis writes to be done: the commit and the group's leave come after, within the worker's
+        bound on a stop (`faust_adapter.STOP_WITHIN`)."""
         self._stopping = True
+        until = time.monotonic() + self.opts.shutdown_timeout
         for lane in self.lanes.values():
             lane.wake()
         if await self._wait_idle("shutdown", self.opts.shutdown_timeout):
             log.info("shutdown: batches in hand decided")
         if self.early is not None:  # a cooldown decided last reaches Redis now, not at the next owner's materializer
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self.early.drain(), self.opts.shutdown_timeout)
+                await asyncio.wait_for(self.early.drain(), max(0.0, until - time.monotonic()))
 
     async def _send_to(self, topic: str, key: bytes, value: bytes, partition: int) -> None:
         """Publish to an explicit partition and wait until durable."""

@@ -11,7 +11,6 @@ from collections.abc import MutableMapping
 from dataclasses import replace
 from pathlib import Path
 
-import faust
 from aiokafka.errors import KafkaError
 from redis.asyncio.retry import Retry
 from redis.backoff import NoBackoff
@@ -23,6 +22,7 @@ from coolant.io.admin import ensure_topics
 from coolant.io.connect import ConnectionFailed, KafkaDiagnosis, kafka_problem, redis_client
 from coolant.streams import heap, metrics
 from coolant.streams.app import Pipeline, WorkerOptions, kafka_client_args
+from coolant.streams.faust_adapter import BoundedStopWorker
 from coolant.topics import CHANGELOG_SUFFIX, Topics
 
 log = logging.getLogger(__name__)
@@ -161,7 +161,8 @@ def run(cfg: Config, opts: WorkerOptions, loglevel: str = "info", shadow: Config
     # Collect far less often, and leave what start-up built out of every collection.
     gc.set_threshold(GC_THRESHOLD, 50, 100)
     gc.freeze()
-    worker = faust.Worker(pipeline.app, loop=loop, loglevel=loglevel, quiet=not verbose)
+    worker = BoundedStopWorker(pipeline.app, loop=loop, loglevel=loglevel, quiet=not verbose)
+    worker.diagnose = pipeline.diagnosis
     # Faust's terminal spinner puts a DEBUG handler on the root logger so it can spin on every log
     # call, which makes every library debug() build a record: a tenth of the worker's CPU.
     worker.spinner = None

@@ -9,6 +9,8 @@ from __future__ import annotations
 import asyncio
 import base64
 import contextlib
+import os
+import signal
 import time
 from dataclasses import replace
 from pathlib import Path
@@ -21,7 +23,7 @@ from redis.asyncio import Redis
 
 from coolant.config.loader import load_config
 from coolant.streams.app import Pipeline, WorkerOptions
-from coolant.streams.faust_adapter import producer_state
+from coolant.streams.faust_adapter import OVERDUE_EXIT, producer_state
 from coolant.topics import Topics
 
 from .harness import (
@@ -38,10 +40,13 @@ from .harness import (
     read_json,
     read_topic,
     redis_mismatches,
+    sentinels,
     uid,
     wait_caught_up,
     wait_for,
+    wait_sentinels,
 )
+from .test_live import assert_same_cooldowns
 
 pytestmark = pytest.mark.integration
 
@@ -305,3 +310,38 @@ async def test_a_topic_tracked_first_strands_no_other_topics_batch(kafka_bootstr
         with contextlib.suppress(Exception):
             await admin.delete_topics([a, c])
         await admin.close()
+
+
+async def test_sigterm_ends_a_worker_stuck_on_a_broker_that_never_answers(case: Case) -> None:
+    """A worker whose broker stops answering mid-stream (SIGSTOP: sends, the commit's flush and the group's leave
+    never complete) still ends on SIGTERM, within the bound on a stop (15 s, `faust_adapter.STOP_WITHIN`; the
+    test's 60 s only proves that it ends by itself). The broker answers again, an orchestrator starts the worker
+    again, and it recovers: every cooldown replay gives, none different (at-least-once: a re-decided record's
+    cooldown may come twice, with the same event id), and everything committed."""
+    lines = fleet_traffic(4000, seed=12, tag="stuck")
+    lines += sentinels(lines)
+    expected = case.replay(lines)
+    broker = case.broker()
+    bs = broker.bootstrap
+    w = await case.worker("a", bs)
+    await w.wait_ready()
+    pid = int((broker.state / f"node-{broker.port}" / "kafka.pid").read_text())
+    await produce_lines(bs, case.outcomes, lines)
+    os.kill(pid, signal.SIGSTOP)  # mid-stream: the worker is still deciding what was just produced
+    try:
+        await asyncio.sleep(2)  # its sends and commits are waiting on the broker now (not an assertion)
+        stopped = time.monotonic()
+        rc = await asyncio.to_thread(w.stop, 60)
+        took = time.monotonic() - stopped
+    finally:
+        os.kill(pid, signal.SIGCONT)
+    overdue = "shutdown: still stopping" in w.log_path.read_text(errors="replace")
+    case.log(f"SIGTERM to exit: {took:.1f} s, rc={rc}, {'overdue stop' if overdue else 'clean stop'}")
+    assert rc in (0, OVERDUE_EXIT), f"the worker did not end by itself (rc={rc})\n{w.log_tail()}"
+    assert (rc == OVERDUE_EXIT) == overdue, w.log_tail()
+
+    again = await case.worker("a-restarted", bs)
+    got = await wait_sentinels(bs, case.cooldowns, lines, timeout=120, on_timeout=case.logs)
+    assert_same_cooldowns(got, expected, allow_duplicates=True)
+    await wait_caught_up(bs, case.app_id, case.outcomes, timeout=60, on_timeout=case.logs)
+    assert again.alive

@@ -7,6 +7,7 @@ import contextlib
 import logging
 import re
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -99,6 +100,26 @@ async def test_awaiting_names_each_coroutine_down_to_the_suspended_one() -> None
 
 def test_the_stall_diagnosis_of_a_worker_not_started() -> None:
     p = Pipeline(load_config(EXAMPLE), WorkerOptions(web_port=16069, partitions=2), sink=None)
-    diagnosis = p._diagnosis()
+    diagnosis = p.diagnosis()
     assert "table recovery: not running; producer: not started; lane " in diagnosis, diagnosis
     assert "0 pending, no task" in diagnosis
+
+
+async def test_livez_fails_only_for_a_stall(tmp_path: Path) -> None:
+    """A restart ends a stall (the next start reads from the last commit), so liveness fails for it; Redis being
+    down, which a restart cannot fix, stays on /healthz only."""
+    from aiohttp.test_utils import TestClient, TestServer
+
+    p = Pipeline(load_config(EXAMPLE), WorkerOptions(web_port=16070, partitions=2, datadir=str(tmp_path)), sink=None)
+    web: Any = p.app.web
+    web.init_server()
+    async with TestClient(TestServer(web.web_app)) as client:
+        p.problems["redis"] = "connection refused"
+        assert (await client.get("/livez")).status == 200
+        assert (await client.get("/healthz")).status == 503
+        p.stall.stalled_since = p.stall.clock() - 61
+        live = await client.get("/livez")
+        assert live.status == 503
+        assert "none was decided for 61 s" in (await live.json())["problems"]["stalled"]
+        health = await (await client.get("/healthz")).json()
+        assert set(health["problems"]) == {"redis", "stalled"}
