@@ -216,16 +216,29 @@ def resolve(backend: str) -> str:
 
 NATIVE_NOT_BUILT = "coolant_native is not built"
 QUOTA_RULES = "quota rules read every success"
+OUTLIER_PROFILE = "the outlier profile reads every success"
+
+
+def on_python(policy: Policy) -> str | None:
+    """Why a policy runs on python even where native was chosen, or None: X6 reads a success's announced budget,
+    and under the outlier profile a success ends a streak and counts in the recent buckets (X10.2, X11.1), so
+    every success is the engine's."""
+    o = policy.options
+    if o.quota is not None:
+        return QUOTA_RULES
+    if o.outlier is not None:
+        return OUTLIER_PROFILE
+    return None
 
 
 def for_policy(policy: Policy, backend: str = "auto") -> Backend:
-    """A fresh engine for `policy` behind the backend `resolve` picks, except that a policy with quota rules
-    runs on python (X6 reads a success's announced budget, so every success is the engine's)."""
+    """A fresh engine for `policy` behind the backend `resolve` picks, except for a policy `on_python` names."""
     engine = Engine(policy)
     if resolve(backend) == "python":
         return PythonBackend(engine, NATIVE_NOT_BUILT if backend == "auto" else "")
-    if policy.options.quota is not None:
-        return PythonBackend(engine, QUOTA_RULES)
+    why = on_python(policy)
+    if why is not None:
+        return PythonBackend(engine, why)
     return NativeBackend(engine)
 
 

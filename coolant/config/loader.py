@@ -36,10 +36,12 @@ from coolant.config.runtime import (
 from coolant.config.yaml_read import load_yaml
 from coolant.processors.policy import (
     CATEGORIES,
+    OUTLIER_BACKOFF,
     POLICY_KEY_SUFFIX,
     Backoff,
     DeploymentEntry,
     Options,
+    Outlier,
     Policy,
     Quota,
     Recovery,
@@ -409,6 +411,7 @@ _COOLANT_KEYS = (
     "quota",
     "recovery",
     "thresholds",
+    "outlier",
     "topic_prefix",
     "kafka",
     "redis",
@@ -428,13 +431,14 @@ _KAFKA_KEYS = (
 _REDIS_TLS_FILES = ("ssl_cafile", "ssl_certfile", "ssl_keyfile")
 
 
-def _read_backoff(r: _Reader, raw: Any) -> Backoff | None:
+def _read_backoff(r: _Reader, raw: Any, defaults: Backoff | None = None) -> Backoff | None:
+    """X2; `defaults` holds the values of the keys a map leaves out (the outlier profile's turn probation on, X13)."""
     if raw is None:
         return None
+    d = Backoff() if defaults is None else defaults
     if not isinstance(raw, Mapping):
         r.fail("coolant.backoff", f"must be a map ({{}} for the defaults) or null, got {_show(raw)}")
     r.known_keys(raw, "coolant.backoff", ("base", "factor", "max", "reset_after", "probation"))
-    d = Backoff()
     k = "coolant.backoff."
     base = r.number(raw.get("base", d.base), k + "base", "must be a number > 0", lambda x: x > 0)
     factor = r.number(raw.get("factor", d.factor), k + "factor", "must be a number >= 1", lambda x: x >= 1)
@@ -477,9 +481,46 @@ def _read_quota(r: _Reader, raw: Any) -> Quota | None:
     return Quota(requests_threshold=threshold, tokens_per_request=per_request)
 
 
+_OUTLIER_KEYS = ("consecutive", "consecutive_single", "rate_window", "rate_threshold", "rate_min_requests")
+
+
+def _read_outlier(r: _Reader, profile: str, raw: Any) -> Outlier | None:
+    """The `outlier:` knobs, only under `profile: outlier` (absent or null: every default)."""
+    k = "coolant.outlier"
+    if profile != "outlier":
+        if raw is not None:
+            r.fail(k, "only applies with profile: outlier (add it, or remove this section)")
+        return None
+    section = r.section(raw, k)
+    r.known_keys(section, k, _OUTLIER_KEYS)
+    d = Outlier()
+    k += "."
+    return Outlier(
+        consecutive=r.integer(section.get("consecutive", d.consecutive), k + "consecutive", 1),
+        consecutive_single=r.integer(
+            section.get("consecutive_single", d.consecutive_single), k + "consecutive_single", 1
+        ),
+        rate_window=r.integer(section.get("rate_window", d.rate_window), k + "rate_window", 1, 60),
+        rate_threshold=r.number(
+            section.get("rate_threshold", d.rate_threshold),
+            k + "rate_threshold",
+            "must be a number between 0 and 1 (exclusive)",
+            lambda x: 0 < x < 1,
+        ),
+        rate_min_requests=r.integer(section.get("rate_min_requests", d.rate_min_requests), k + "rate_min_requests", 1),
+    )
+
+
 def _read_options(r: _Reader, c: Mapping[Any, Any]) -> Options:
     d = Options()
     k = "coolant."
+    profiles = ("compatible", "outlier")
+    profile = cast(Literal["compatible", "outlier"], r.choice(c.get("profile", d.profile), k + "profile", profiles))
+    outlier = _read_outlier(r, profile, c.get("outlier"))
+    if outlier is None:
+        backoff = _read_backoff(r, c.get("backoff"))
+    else:  # X13: absent means the profile's backoff; an explicit null still turns backoff off
+        backoff = _read_backoff(r, c.get("backoff", {}), OUTLIER_BACKOFF)
 
     def opt_seconds(name: str, default: float | None) -> float | None:
         value = c.get(name, default)
@@ -493,7 +534,7 @@ def _read_options(r: _Reader, c: Mapping[Any, Any]) -> Options:
     r.known_keys(thresholds, k + "thresholds", ("failure_rate", "min_requests", "outage_min_requests"))
     t = k + "thresholds."
     return Options(
-        profile=cast(Literal["compatible"], r.choice(c.get("profile", d.profile), k + "profile", ("compatible",))),
+        profile=profile,
         window=cast(
             Literal["tumbling", "sliding"], r.choice(c.get("window", d.window), k + "window", ("tumbling", "sliding"))
         ),
@@ -511,7 +552,7 @@ def _read_options(r: _Reader, c: Mapping[Any, Any]) -> Options:
             c.get("late_after", d.late_after), k + "late_after", "must be a number >= 60", lambda x: x >= 60
         ),
         health_cooldown=r.boolean(health.get("cooldown", d.health_cooldown), k + "health.cooldown"),
-        backoff=_read_backoff(r, c.get("backoff")),
+        backoff=backoff,
         max_ejection_percent=r.integer(
             c.get("max_ejection_percent", d.max_ejection_percent), k + "max_ejection_percent", 1, 100
         ),
@@ -528,6 +569,7 @@ def _read_options(r: _Reader, c: Mapping[Any, Any]) -> Options:
         outage_min_requests=r.integer(
             thresholds.get("outage_min_requests", d.outage_min_requests), t + "outage_min_requests", 1
         ),
+        outlier=outlier,
     )
 
 

@@ -122,7 +122,7 @@ def count_reason(o: Options, single: bool, s: int, f: int) -> Reason | None:
     n = s + f
     if f == n and n >= o.outage_min_requests:
         return "total_outage"
-    if not single and n >= o.min_requests and _over_rate(f, n, o.failure_rate):
+    if not single and n >= o.min_requests and over_rate(f, n, o.failure_rate):
         return "failure_rate"
     return None
 
@@ -139,7 +139,7 @@ def v2_reason(o: Options, status: int, single: bool, s: int, f: int) -> Reason |
     return None
 
 
-def _over_rate(f: int, n: int, rate: float) -> bool:
+def over_rate(f: int, n: int, rate: float) -> bool:
     """f/n > rate, compared exactly in integers (2*f > n at the default 0.5)."""
     if rate == 0.5:
         return 2 * f > n

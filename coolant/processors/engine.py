@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, replace
 
-from coolant.processors import ejection, quota, recovery, windows
+from coolant.processors import ejection, outlier, quota, recovery, windows
 from coolant.processors.categories import exception_name
 from coolant.processors.decide import Candidate, Failure, decide, gate
 from coolant.processors.dispositions import Disposition, Skip
@@ -106,17 +106,28 @@ def step_outcome(policy: Policy, ps: PathState, rec: Outcome) -> Step:
             pod = ps.litellm[gateway] = PodCounters()
         windows.bump(pod, ts, ok)
     if ok:
+        if o.outlier is not None:
+            outlier.answered(ps, ts)  # X10.2, X11.1
         if ps.probation:
             ps.probation = False  # X7.2: a success ends probation
         if ps.hold is not None:
             recovery.half_open(ps, ok)  # RC5: a success closes the half-open state
         return COUNTED if o.quota is None else _quota_step(policy, ps, rec)
+    if o.outlier is not None:
+        return _outlier_failure(policy, ps, rec, pod)
+    return _failure(policy, ps, rec, pod)
+
+
+def _failure(policy: Policy, ps: PathState, rec: Outcome, pod: PodCounters | None) -> Step:
+    """O7-O9 for a counted failure (with RC5 and X7), after O5 and LC2 counted it."""
+    o = policy.options
+    ts = rec.ts
     gated = failure_of(policy, rec)
     if isinstance(gated, Skip):
         return Step(gated)
     entry, failure, duration = gated
-    start, s, f = windows.counts(ps, ts, width)
-    if ps.hold is not None and recovery.half_open(ps, ok):  # RC5: the first failure after a release
+    start, s, f = windows.counts(ps, ts, o.slot_width)
+    if ps.hold is not None and recovery.half_open(ps, False):  # RC5: the first failure after a release
         return _emit(o, entry, ps, Candidate("probation", duration, Window(start, s, f)), rec, failure)
     view = None if pod is None else windows.litellm_counts(pod, ts)
     verdict = decide(policy, entry, ps, failure, duration, Window(start, s, f), view)
@@ -124,7 +135,43 @@ def step_outcome(policy: Policy, ps: PathState, rec: Outcome) -> Step:
         if not (verdict is Skip.BELOW_THRESHOLD and ps.probation and _on_probation(o, ps, ts)):
             return Step(verdict)
         verdict = Candidate("probation", duration, Window(start, s, f))  # X7.3
-    step = _emit(o, entry, ps, verdict, rec, failure)
+    return _cooled(o, ps, entry, verdict, rec, failure)
+
+
+def _outlier_failure(policy: Policy, ps: PathState, rec: Outcome, pod: PodCounters | None) -> Step:
+    """A counted failure under the outlier profile (docs/outlier.md): the compatible rules first, unchanged; for a
+    failure the profile counts (X9) that they did not cool, RC5, X10, X11, then the half-open re-cool (X13)."""
+    o = policy.options
+    out = o.outlier
+    assert out is not None
+    what = outlier.observe(ps, rec)
+    step = _failure(policy, ps, rec, pod)
+    if what is not outlier.Kind.FAILED or not isinstance(step.disposition, Skip):
+        return step
+    ts = rec.ts
+    entry = policy.registry.get(rec.deployment_id)
+    duration = 0.0 if entry is None else request_duration(policy, entry, rec.cooldown_time, rec.retry_after, ts)
+    skip = outlier.gate(policy, entry, duration)
+    if skip is not None:
+        return Step(skip)
+    assert entry is not None
+    failure = Failure(rec.status_code, exception_name(rec.exception_type), ts)
+    if ps.hold is not None and recovery.half_open(ps, False):  # RC5 for a failure only the profile counts
+        start, s, f = windows.counts(ps, ts, o.slot_width)
+        return _emit(o, entry, ps, Candidate("probation", duration, Window(start, s, f)), rec, failure)
+    found = outlier.rule(policy, out, entry, ps, ts, duration)
+    if found is None and ps.probation and _on_probation(o, ps, ts):
+        start, s, f = windows.counts(ps, ts, o.slot_width)
+        found = Candidate("probation", duration, Window(start, s, f))  # X13: X7.3 for every failure X9 counts
+    if found is None:
+        return Step(Skip.BELOW_THRESHOLD)
+    return _cooled(o, ps, entry, found, rec, failure)
+
+
+def _cooled(o: Options, ps: PathState, entry: DeploymentEntry, candidate: Candidate, rec: Outcome,
+            failure: Failure) -> Step:
+    """O9 for a request-path candidate, then X7.1: a cooldown emitted under `probation: true` starts one."""
+    step = _emit(o, entry, ps, candidate, rec, failure)
     if step.cooldown is not None and o.backoff is not None and o.backoff.probation:
         ps.probation = True  # X7.1
     return step

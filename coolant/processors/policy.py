@@ -95,10 +95,31 @@ class Quota:
 
 
 @dataclass(frozen=True, slots=True)
+class Outlier:
+    """The outlier-detection profile's knobs (docs/outlier.md, X9-X13); every one has a default."""
+
+    consecutive: int = 4
+    """X10: counted failures in a row that cool a deployment of a group of several."""
+    consecutive_single: int = 3
+    """X10/X12: the same for a group's only deployment when the group has fallbacks (one failed request of a
+    router with `num_retries: 2` is three attempts in a row)."""
+    rate_window: int = 10
+    """X11: seconds of recent traffic (whole seconds, 1-60) the failure share is taken over."""
+    rate_threshold: float = 0.5
+    """X11: the failure share that cools, compared strictly (f/n > rate_threshold)."""
+    rate_min_requests: int = 10
+    """X11: the request volume the recent window must hold before its share is trusted."""
+
+
+OUTLIER_BACKOFF = Backoff(probation=True)
+"""X13: the profile's `backoff` when the config sets none: X2's ejection time x count and X7's half-open."""
+
+
+@dataclass(frozen=True, slots=True)
 class Options:
     """coolant's own settings (the `coolant:` section), defaults = compatible profile."""
 
-    profile: Literal["compatible"] = "compatible"
+    profile: Literal["compatible", "outlier"] = "compatible"
     window: Literal["tumbling", "sliding"] = "tumbling"
     count_attempts: Literal["all", "final_only"] = "all"
     recool: Literal["extend", "overwrite"] = "extend"
@@ -118,6 +139,8 @@ class Options:
     failure_rate: float = 0.5
     min_requests: int = 5
     outage_min_requests: int = 1000
+    outlier: Outlier | None = None
+    """The outlier profile's knobs; set exactly when `profile` is "outlier" (docs/outlier.md)."""
 
     slot_width: int = field(init=False, repr=False, compare=False)
     """Seconds per window slot: a whole window (tumbling) or one X1 bucket (sliding). Derived."""

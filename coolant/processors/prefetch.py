@@ -39,6 +39,7 @@ from coolant.processors import ejection, windows
 from coolant.processors.decide import decide, retryable
 from coolant.processors.dispositions import Skip
 from coolant.processors.engine import counted, emit_fresh, failure_of, step_outcome
+from coolant.processors.outlier import REASONS as OUTLIER_REASONS
 from coolant.processors.policy import Options, Policy
 from coolant.processors.state import NEG_INF, PathState, PodCounters
 from coolant.schemas import Cooldown, Outcome
@@ -152,7 +153,7 @@ def _decided(policy: Policy, rec: Outcome, own: OwnCounters | None) -> Cooldown 
         cd = step_outcome(policy, PathState(), rec).cooldown
         return cd if cd is not None and cd.reason == "quota_exhausted" else None
     cd = step_outcome(policy, PathState(), rec).cooldown
-    if cd is None:
+    if cd is None or cd.reason in OUTLIER_REASONS:  # X10/X11 read the fleet's streak and recent buckets
         return None if pod is None else by_own_counters(policy, rec, pod)
     if cd.reason == "allowed_fails":  # counted 1 on a fresh counter and cooled: the threshold is 0 (or less)
         return cd

@@ -93,6 +93,12 @@ class PathState:
     """Request path only: per publisher (`gateway`), the counters that LiteLLM process keeps (D7, LC1-LC3)."""
     hold: Hold | None = None
     """Request path only, recovery that probes (RC1-RC5): None until a probe of a cooled deployment arrives."""
+    in_row: int = 0
+    """Outlier profile (X10): the deployment's counted failures since its last answer, in partition order."""
+    in_row_since: float = NEG_INF
+    """X10: the ts of the first of those failures (the cooldown's `window.start`)."""
+    recent: dict[int, list[int]] = field(default_factory=dict)
+    """Outlier profile (X11): one-second bucket index -> [other outcomes, counted failures]."""
 
     def to_dict(self) -> dict[str, Any]:
         """Everything but `seen`, which the live shell stores separately, as JSON-able data. `hold` is written
@@ -112,6 +118,9 @@ class PathState:
         }
         if self.hold is not None:
             out["hold"] = self.hold.to_list()
+        if self.in_row or self.recent:  # the outlier profile's, likewise only when it holds something
+            out["outlier"] = {"in_row": self.in_row, "since": _opt(self.in_row_since),
+                              "recent": [[k, v[0], v[1]] for k, v in self.recent.items()]}
         return out
 
     @classmethod
@@ -122,6 +131,7 @@ class PathState:
         pods = d.get("litellm") or {}
         if isinstance(pods, list):
             pods = {"": pods}
+        outlier = d.get("outlier") or {}
         return cls(
             NEG_INF if d["hw"] is None else d["hw"],
             {int(k): [s, f] for k, s, f in d["windows"]},
@@ -135,6 +145,9 @@ class PathState:
             {gw: PodCounters(NEG_INF if sa is None else sa, sc, NEG_INF if fa is None else fa, fc)
              for gw, (sa, sc, fa, fc) in pods.items()},
             None if (h := d.get("hold")) is None else Hold(h[0], h[1], h[2]),
+            in_row=outlier.get("in_row", 0),
+            in_row_since=NEG_INF if outlier.get("since") is None else outlier["since"],
+            recent={int(k): [n, f] for k, n, f in outlier.get("recent", ())},
         )
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import cast
 
+from coolant.processors.outlier import discard as outlier_discard
 from coolant.processors.policy import COUNTER_TTL
 from coolant.processors.policy import WINDOW_SECONDS as WINDOW
 from coolant.processors.state import ForgetsExpired, PathState, PodCounters
@@ -87,6 +88,8 @@ def discard(ps: PathState, late_after: float, width: int, hw: float | None = Non
         del ps.windows[k]
     for name in [n for n, c in ps.counters.items() if c.expires <= horizon]:
         del ps.counters[name]
+    if ps.recent:  # the outlier profile's one-second buckets (X11)
+        outlier_discard(ps, horizon)
     # D7 counters that no non-late record can read any more (the next increment re-anchors them anyway).
     for gateway in [g for g, c in ps.litellm.items() if spent(c, horizon)]:
         del ps.litellm[gateway]

@@ -19,8 +19,11 @@ Reason = Literal[
     "manual",
     "quota_exhausted",
     "probation",
+    "consecutive_failures",
+    "recent_failure_rate",
 ]
-"""`quota_exhausted` (X6) and `probation` (X7) come only from the opt-in extensions."""
+"""`quota_exhausted` (X6) and `probation` (X7) come only from the opt-in extensions, `consecutive_failures` (X10)
+and `recent_failure_rate` (X11) only from the outlier profile (docs/outlier.md)."""
 
 
 def whole_as_int(x: int | float) -> int | float:

@@ -28,7 +28,7 @@ from coolant.config.errors import ConfigError
 from coolant.config.loader import load_config
 from coolant.config.yaml_read import load_yaml
 from coolant.io.sources import SourceError, check_readable, read_blocks, total_size
-from coolant.native_backend import BACKEND_HELP, NATIVE_NOT_BUILT, QUOTA_RULES, BackendError, resolve
+from coolant.native_backend import BACKEND_HELP, NATIVE_NOT_BUILT, BackendError, on_python, resolve
 from coolant.tuning.grid import Axis, GridPoint, build_grid, identical, parse_axis
 from coolant.tuning.report import OBJECTIVES, Result, csv_text, json_bytes, rank, render_table, to_document
 from coolant.tuning.report_html import render_html
@@ -240,8 +240,8 @@ def _backend(ran: str, asked: str, points: list[GridPoint]) -> str:
     """The backend the summary names, with why a policy ran on python where native was chosen."""
     if ran == "python":
         return f"python ({NATIVE_NOT_BUILT})" if asked == "auto" else "python"
-    on_python = sum(p.policy.options.quota is not None for p in points)
-    return f"native ({on_python} on python: {QUOTA_RULES})" if on_python else "native"
+    why = [w for p in points if (w := on_python(p.policy)) is not None]
+    return f"native ({len(why)} on python: {'; '.join(dict.fromkeys(why))})" if why else "native"
 
 
 def _read(events: list[str], quiet_gap: float, err: Console, show: bool, native: bool) -> Recording:

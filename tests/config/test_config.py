@@ -576,7 +576,7 @@ COOLANT_ERRORS = [
     # (coolant section body, key, problem)
     ("[1]", "coolant", "must be a map, got a list"),
     ("{windw: sliding}", "coolant.windw", "unknown key (did you mean window?)"),
-    ("{profile: strict}", "coolant.profile", "must be one of compatible, got 'strict'"),
+    ("{profile: strict}", "coolant.profile", "must be one of compatible, outlier, got 'strict'"),
     ("{window: hopping}", "coolant.window", "must be one of tumbling, sliding, got 'hopping'"),
     ("{count_attempts: final}", "coolant.count_attempts", "must be one of all, final_only, got 'final'"),
     ("{recool: replace}", "coolant.recool", "must be one of extend, overwrite"),

@@ -52,6 +52,15 @@ PRESETS: dict[str, dict[str, Any]] = {
     "quota": {"coolant": {"quota": {"requests_threshold": 1, "tokens_per_request": 500}, "backoff": {}}},
     "quota_overwrite": {"coolant": {"quota": {}, "recool": "overwrite"}},
     "probation": {"coolant": {"backoff": {"probation": True, "base": 2, "reset_after": 60}}},
+    "outlier": {"coolant": {"profile": "outlier"}, "router_settings": {"fallbacks": [{"g1": ["g2"]}]}},
+    "outlier_tight": {
+        "coolant": {
+            "profile": "outlier",
+            "outlier": {"consecutive": 2, "consecutive_single": 1, "rate_window": 3, "rate_min_requests": 2},
+            "backoff": {"base": 2, "reset_after": 60},
+        },
+        "router_settings": {"fallbacks": [{"g2": ["g1"]}]},
+    },
     "tuned": {
         "coolant": {
             "thresholds": {"min_requests": 3, "failure_rate": 0.3, "outage_min_requests": 8},
@@ -186,6 +195,8 @@ def cases(draw: st.DrawFn, max_records: int = 60, presets: Sequence[str] = ()) -
                 }
             if draw(st.integers(0, 5)) == 0:
                 d["exception_message"] = draw(st.sampled_from(["boom", "x" * 70, "é" * 1100]))
+            if not ok and draw(st.integers(0, 4)) == 0:  # who ended the attempt (only the outlier profile reads it)
+                d["origin"] = draw(st.sampled_from(["caller", "upstream"]))
         rec = schemas.from_dict(d)
         assert isinstance(rec, schemas.Outcome | schemas.Health)
         records.append(rec)
