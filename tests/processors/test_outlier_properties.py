@@ -120,7 +120,7 @@ def model(policy: Policy, knobs: Knobs, records: Sequence[schemas.Outcome]) -> l
             reason = "compatible"
         elif kind is True and not policy.lone(g):
             streak = 1
-            for prev, prev_kind, prev_fired in reversed(past):
+            for _, prev_kind, prev_fired in reversed(past):
                 if prev_kind is False or prev_fired:
                     break
                 streak += prev_kind is True
@@ -130,7 +130,8 @@ def model(policy: Policy, knobs: Knobs, records: Sequence[schemas.Outcome]) -> l
             else:
                 last = math.floor(rec.ts)
                 first = last - knobs.window + 1
-                inside = [e for e in [*past, (rec, kind, False)] if e[1] is not None and first <= math.floor(e[0].ts) <= last]
+                inside = [e for e in [*past, (rec, kind, False)]
+                          if e[1] is not None and first <= math.floor(e[0].ts) <= last]
                 f = sum(1 for _, pk, _ in inside if pk is True)
                 if len(inside) >= knobs.volume and f > knobs.threshold * len(inside):
                     reason = "recent_failure_rate"
