@@ -546,7 +546,8 @@ def _read_options(r: _Reader, c: Mapping[Any, Any]) -> Options:
             Literal["extend", "overwrite"], r.choice(c.get("recool", d.recool), k + "recool", ("extend", "overwrite"))
         ),
         recool_coalesce=opt_seconds("recool_coalesce", d.recool_coalesce),
-        litellm_counters=r.boolean(c.get("litellm_counters", d.litellm_counters), k + "litellm_counters"),
+        # X9.5: the profile leaves LiteLLM's per-process counters (D7) off unless the config turns them on
+        litellm_counters=r.boolean(c.get("litellm_counters", outlier is None), k + "litellm_counters"),
         allowed_fails_window=opt_seconds("allowed_fails_window", d.allowed_fails_window),
         late_after=r.number(
             c.get("late_after", d.late_after), k + "late_after", "must be a number >= 60", lambda x: x >= 60

@@ -169,9 +169,11 @@ COMPATIBLE_TWINS = ("default", "sliding", "counters_off", "coalesce", "router_co
 @given(cases(presets=COMPATIBLE_TWINS))
 def test_the_profile_only_adds_cooldowns(case: Case) -> None:
     """Every cooldown the compatible profile emits is emitted under the profile too, or a cooldown in force there
-    already ends no earlier (the profile's twin: `profile: outlier` with `backoff: null`)."""
+    already ends no earlier (the profile's twin: `profile: outlier` with `backoff: null` and the case's D7)."""
     compatible = Engine(case.policy)
-    twin_config = {**case.config, "coolant": {**case.config.get("coolant", {}), "profile": "outlier", "backoff": None}}
+    counters = case.policy.options.litellm_counters  # X9.5 would turn D7 off: the twin keeps the case's own
+    twin_config = {**case.config, "coolant": {**case.config.get("coolant", {}), "profile": "outlier", "backoff": None,
+                                              "litellm_counters": counters}}
     twin = Engine(parse_config(twin_config).policy)
     for rec in case.records:
         cd = compatible.feed(rec).cooldown

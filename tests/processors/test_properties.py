@@ -57,7 +57,7 @@ PRESETS: dict[str, dict[str, Any]] = {
         "coolant": {
             "profile": "outlier",
             "outlier": {"consecutive": 2, "consecutive_single": 1, "rate_window": 3, "rate_min_requests": 2},
-            "backoff": {"base": 2, "reset_after": 60},
+            "backoff": None,
         },
         "router_settings": {"fallbacks": [{"g2": ["g1"]}]},
     },
