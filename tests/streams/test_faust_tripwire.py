@@ -25,7 +25,8 @@ from typing import Any
 
 import faust
 import pytest
-from aiokafka import AIOKafkaConsumer
+from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
+from aiokafka.producer.message_accumulator import MessageBatch
 
 from coolant.streams import faust_adapter
 
@@ -100,6 +101,17 @@ REACHES: list[tuple[str, str, str]] = [
     ("app", "consumer_generation_id", "a batch fetched in another generation is stale"),
     ("faust.types.tuples:Message", "generation_id", "the generation a message was fetched in"),
     ("faust.types.tuples:Message", "acked", "a stale message of a take_events batch is marked acknowledged"),
+    # the producer's metadata tracking (TrackedProducer) and its state in the stall diagnosis (producer_state)
+    ("faust.transport.drivers.aiokafka:Producer", "_ensure_producer", "the aiokafka producer"),
+    ("kafka_client", "_topics", "the topics its metadata refreshes cover (none tracked: all)"),
+    ("aiokafka.client:AIOKafkaClient", "add_topic", "track a topic before its first send"),
+    ("kafka_producer", "_message_accumulator", "its batches not acknowledged yet"),
+    ("accumulator", "_batches", "batches queued per partition"),
+    ("accumulator", "_pending_batches", "batches sent and not answered yet"),
+    ("batch", "_ctime", "a batch's age"),
+    # the bound on a stop (BoundedStopWorker)
+    ("mode.worker:Worker", "_schedule_shutdown", "SIGTERM and SIGINT start the stop here; the watchdog too"),
+    ("os", "_exit", "an overdue stop ends the process without the loop's cleanup"),
 ]
 
 FINGERPRINTS: dict[str, str] = {
@@ -117,13 +129,19 @@ FINGERPRINTS: dict[str, str] = {
     "faust.transport.drivers.aiokafka:AIOKafkaConsumerThread._create_worker_consumer": "f65f5b3633975b70",
     # ...and its fetch settings are read only when it starts
     "aiokafka.consumer.consumer:AIOKafkaConsumer.start": "27ef4ec8db169c4c",
+    # TrackedProducer: a refresh covers only the tracked topics once one is, and adding one asks for a refresh
+    "aiokafka.client:AIOKafkaClient._md_synchronizer": "fb43066fd1b6755c",
+    "aiokafka.client:AIOKafkaClient.add_topic": "91486186055a9df8",
+    # BoundedStopWorker: both signals go through _schedule_shutdown
+    "mode.worker:Worker._on_sigterm": "c093400c140cc8dd",
+    "mode.worker:Worker._on_sigint": "3f2ed9b7e17fc281",
 }
 
 
 def _resolve(path: str) -> Any:
     module, _, qualname = path.partition(":")
     obj: Any = importlib.import_module(module)
-    for part in qualname.split("."):
+    for part in filter(None, qualname.split(".")):  # ("os": the module itself)
         obj = inspect.getattr_static(obj, part) if inspect.isclass(obj) else getattr(obj, part)
     return obj
 
@@ -145,7 +163,8 @@ def fingerprint(fn: Any) -> str:
 @pytest.fixture
 def instances() -> Iterator[dict[str, Any]]:
     """The objects whose attributes are set only when built: a Faust app (never started), its consumer, a table,
-    the recovery service, an aiokafka consumer (never started) and a fetcher."""
+    the recovery service, an aiokafka consumer, client and producer (never started), the producer's accumulator,
+    a batch and a fetcher."""
     loop = asyncio.new_event_loop()
     asyncio.set_event_loop(loop)
     try:
@@ -161,9 +180,19 @@ def instances() -> Iterator[dict[str, Any]]:
         async def client() -> AIOKafkaConsumer:
             return AIOKafkaConsumer(bootstrap_servers="127.0.0.1:9")
 
+        async def producer() -> tuple[AIOKafkaProducer, MessageBatch]:
+            made = AIOKafkaProducer(bootstrap_servers="127.0.0.1:9")
+            builder = made._message_accumulator.create_builder()
+            return made, MessageBatch(TopicPartition("t", 0), builder, 1.0, 0.0)
+
+        kafka_consumer = loop.run_until_complete(client())
+        kafka_producer, batch = loop.run_until_complete(producer())
+        accumulator = kafka_producer._message_accumulator
         yield {
             "app": app, "consumer": consumer, "table": table, "recovery": app.tables.recovery,
-            "aiokafka": loop.run_until_complete(client()), "fetcher": app._fetcher,
+            "aiokafka": kafka_consumer, "fetcher": app._fetcher, "kafka_client": kafka_consumer._client,
+            "kafka_producer": kafka_producer, "accumulator": accumulator,
+            "batch": batch,
         }
     finally:
         asyncio.set_event_loop(None)
