@@ -28,6 +28,7 @@ import orjson
 import redis.asyncio as redis_asyncio
 from redis.exceptions import BusyLoadingError, ConnectionError, TimeoutError
 
+from coolant.io.health_map import HealthMap
 from coolant.processors.state import HealthState
 from coolant.schemas import Cooldown, encode
 from coolant.schemas.cooldown import whole_as_int
@@ -35,8 +36,6 @@ from coolant.schemas.types import DURATION_MAX
 
 HEALTH_KEY: Final = "litellm:health_check:deployment_health_state"
 """LiteLLM's `DeploymentHealthCache.CACHE_KEY`: one JSON object {deployment_id: {is_healthy, timestamp, reason}}."""
-HEALTH_TTL_SECONDS: Final = 900
-"""What LiteLLM's own writer uses (`int(staleness_threshold * 1.5)`, staleness 600 s by default)."""
 NULL_STATUS: Final = "500"
 """A cooldown whose error carried no status: LiteLLM itself writes "500" then (`cast_exception_status_to_int`)."""
 TRANSIENT_ERRORS: Final = (ConnectionError, TimeoutError, BusyLoadingError)
@@ -99,77 +98,6 @@ end
 if type(ts) ~= 'number' or ts > at then return 0 end
 return redis.call('DEL', KEYS[1], KEYS[2])
 """
-
-# KEYS: health map key. ARGV: deployment id, "1"/"0" healthy, timestamp (repr), reason, TTL seconds.
-# Re-encodes the map itself because Redis's cjson writes only 14 significant digits, which would round every
-# other deployment's timestamp; numbers here keep the shortest of 15-17 digits that reads back exactly.
-_HEALTH_LUA: Final = r"""
-local function num(n)
-  if n ~= n or n == math.huge or n == -math.huge then return 'null' end
-  local s
-  for p = 15, 17 do
-    s = string.format('%.' .. p .. 'g', n)
-    if tonumber(s) == n then break end
-  end
-  if not string.find(s, '[%.eE]') then s = s .. '.0' end
-  return s
-end
-local esc = {['"'] = '\\"', ['\\'] = '\\\\'}
-local function str(s)
-  return '"' .. (string.gsub(s, '[%c"\\]', function(c)
-    return esc[c] or string.format('\\u%04x', string.byte(c))
-  end)) .. '"'
-end
-local function enc(v)
-  local t = type(v)
-  if t == 'number' then return num(v) end
-  if t == 'string' then return str(v) end
-  if t == 'boolean' then return tostring(v) end
-  if t == 'table' then return cjson.encode(v) end
-  return 'null'
-end
-local map = {}
-local raw = redis.pcall('GET', KEYS[1])
-if type(raw) == 'string' then
-  local ok, v = pcall(cjson.decode, raw)
-  if ok and type(v) == 'table' then
-    for id, st in pairs(v) do
-      if type(id) == 'string' and type(st) == 'table' then map[id] = st end
-    end
-  else
-    local pat = "'([^'\\]*)': {'is_healthy': (%a+), 'timestamp': ([^,}]+), 'reason': '([^'\\]*)'}"
-    for id, h, ts, reason in string.gmatch(raw, pat) do
-      map[id] = {is_healthy = (h == 'True'), timestamp = tonumber(ts), reason = reason}
-    end
-  end
-end
-local ts = tonumber(ARGV[3])
-local cur = map[ARGV[1]]
-if cur ~= nil and type(cur['timestamp']) == 'number' and cur['timestamp'] > ts then return 0 end
-map[ARGV[1]] = {is_healthy = (ARGV[2] == '1'), timestamp = ts, reason = ARGV[4]}
-local ids = {}
-for id in pairs(map) do ids[#ids + 1] = id end
-table.sort(ids)
-local known = {is_healthy = true, timestamp = true, reason = true}
-local parts = {}
-for _, id in ipairs(ids) do
-  local st = map[id]
-  local fields = {}
-  for _, k in ipairs({'is_healthy', 'timestamp', 'reason'}) do
-    if st[k] ~= nil then fields[#fields + 1] = str(k) .. ':' .. enc(st[k]) end
-  end
-  local extra = {}
-  for k in pairs(st) do
-    if type(k) == 'string' and not known[k] then extra[#extra + 1] = k end
-  end
-  table.sort(extra)
-  for _, k in ipairs(extra) do fields[#fields + 1] = str(k) .. ':' .. enc(st[k]) end
-  parts[#parts + 1] = str(id) .. ':{' .. table.concat(fields, ',') .. '}'
-end
-redis.call('SET', KEYS[1], '{' .. table.concat(parts, ',') .. '}', 'EX', ARGV[5])
-return 1
-"""
-
 
 _COOLDOWN_HEAD: Final = "deployment:"
 _COOLDOWN_TAIL: Final = ":cooldown"
@@ -273,7 +201,8 @@ class RedisSink:
         self.channel = cooldown_channel(key_prefix) if publish else None
         """Where each cooldown write that took effect is announced (None: not announced)."""
         self._cooldown = client.register_script(_COOLDOWN_LUA)
-        self._health = client.register_script(_HEALTH_LUA)
+        self.health_map = HealthMap(client, health_key(key_prefix))
+        """LiteLLM's health map (`coolant/io/health_map.py`); set its `known` to bound the unknown ids in it."""
         self._release = client.register_script(_RELEASE_LUA)
 
     async def write(self, cd: Cooldown, *, prefetch: bool = False) -> bool:
@@ -320,16 +249,10 @@ class RedisSink:
 
     async def write_health(self, deployment_id: str, state: HealthState) -> bool:
         """Merges one verdict into LiteLLM's health map: per id the greatest timestamp wins, a tie goes to the
-        later write (H1). Entries from other writers, LiteLLM's own Python-literal form included, are kept."""
-        args = [
-            deployment_id,
-            "1" if state.is_healthy else "0",
-            repr(float(state.timestamp)),
-            state.reason,
-            str(HEALTH_TTL_SECONDS),
-        ]
+        later write (H1). Entries from other writers, LiteLLM's own Python-literal form included, are kept until
+        they expire, as LiteLLM's own writer keeps them (`HealthMap`)."""
         started = time.perf_counter()
-        written = bool(await self._health(keys=[health_key(self.key_prefix)], args=args))
+        written = await self.health_map.write(deployment_id, state)
         if self.on_write is not None:
             self.on_write("health", time.perf_counter() - started)
         return written

@@ -427,6 +427,8 @@ class Pipeline:
             app.agent(self.enforced.cooldowns, name="materialize-cooldowns")(self._materialize_cooldowns)
             app.agent(self.health_state, name="materialize-health")(self._materialize_health)
         registry = self.enforced.registry
+        if sink is not None:  # LiteLLM's health map holds at most UNKNOWN_MAX ids the registry does not know
+            sink.health_map.known = lambda dep: registry.policy.registry.get(dep) is not None
         # Faust's /table pages would dump the raw state tables, unauthenticated; the admin API answers instead
         app.conf.web_tables_enabled = False
         self.admin = admin_api.AdminApi(

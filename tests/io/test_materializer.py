@@ -25,7 +25,6 @@ from rich.console import Console
 from coolant.cli.status import render
 from coolant.io.cooldowns import active_cooldowns
 from coolant.io.materializer import (
-    HEALTH_KEY,
     EarlyWrites,
     RedisSink,
     cooldown_channel,
@@ -492,45 +491,6 @@ async def test_write_health_with_retry_passes_through_when_up(sink: RedisSink, r
 
 
 # --- health map -------------------------------------------------------------------------------------------------
-
-
-async def test_health_map_greatest_timestamp_wins(r: Redis, sink: RedisSink, prefix: str) -> None:
-    key = f"{prefix}{HEALTH_KEY}"
-    assert key == f"{prefix}litellm:health_check:deployment_health_state"
-    assert await sink.write_health("d1", HealthState(False, 1700000100.0, "background_health_check_failed"))
-    assert await r.get(key) == (
-        b'{"d1":{"is_healthy":false,"timestamp":1700000100.0,"reason":"background_health_check_failed"}}'
-    )
-    assert 895 <= await r.ttl(key) <= 900
-    assert await sink.write_health("d1", HealthState(True, 1700000050.0, "")) is False  # older: ignored
-    assert json.loads(await r.get(key))["d1"]["is_healthy"] is False
-    assert await sink.write_health("d1", HealthState(True, 1700000100.0, "")) is True  # a tie: the later wins
-    assert json.loads(await r.get(key))["d1"] == {"is_healthy": True, "timestamp": 1700000100.0, "reason": ""}
-    await r.expire(key, 10)
-    assert await sink.write_health("d0/x", HealthState(False, 1795978292.4715946, "background_health_check_failed"))
-    assert 895 <= await r.ttl(key) <= 900  # refreshed on write
-    raw = await r.get(key)
-    assert raw == (
-        b'{"d0/x":{"is_healthy":false,"timestamp":1795978292.4715946,"reason":"background_health_check_failed"},'
-        b'"d1":{"is_healthy":true,"timestamp":1700000100.0,"reason":""}}'
-    )
-    assert json.loads(raw)["d0/x"]["timestamp"] == 1795978292.4715946  # no precision lost in the merge
-
-
-async def test_health_map_merges_litellm_python_literal(r: Redis, sink: RedisSink, prefix: str) -> None:
-    """LiteLLM's own writer stores str(dict); a merge keeps its entries, as JSON from then on."""
-    key = f"{prefix}{HEALTH_KEY}"
-    theirs = {"lite-1": {"is_healthy": False, "timestamp": 1795978292.25, "reason": "background_health_check_failed"}}
-    await r.set(key, str(theirs), ex=900)
-    assert await sink.write_health("ours", HealthState(True, 1795978300.5, ""))
-    assert json.loads(await r.get(key)) == {
-        **theirs,
-        "ours": {"is_healthy": True, "timestamp": 1795978300.5, "reason": ""},
-    }
-    # and an unparseable value is simply replaced
-    await r.set(key, b"not a map")
-    assert await sink.write_health("ours", HealthState(True, 1.0, ""))
-    assert json.loads(await r.get(key)) == {"ours": {"is_healthy": True, "timestamp": 1.0, "reason": ""}}
 
 
 # --- status -----------------------------------------------------------------------------------------------------
