@@ -22,6 +22,7 @@ import hashlib
 import json
 import os
 import shutil
+import socket
 import subprocess
 import tempfile
 import time
@@ -39,8 +40,6 @@ COMMANDS = ("watch", "get", "time", "multi", "set", "exec", "unwatch")
 
 
 def _free_port() -> int:
-    import socket
-
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
@@ -138,7 +137,8 @@ def main() -> None:
     print(f"map        {out['deployments']:,} registered + {out['unknown_before']:,} unregistered 256-char ids: "
           f"{out['map_bytes']:,} bytes")
     print(f"redis      {out['redis_ms_per_write']:.3f} ms per write (goal <= 5 ms)")
-    print(f"wall       {out['wall_ms_per_write']:.3f} ms per write ({out['worker_cpu_ms_per_write']:.3f} ms worker CPU)")
+    print(f"wall       {out['wall_ms_per_write']:.3f} ms per write "
+          f"({out['worker_cpu_ms_per_write']:.3f} ms worker CPU)")
     print(f"flood      {out['flood']:,} new unregistered ids: {out['unknown_after_flood']:,} kept "
           f"(at most {out['unknown_max']:,})")
     print(f"load       {out['load'][0]:.2f} {out['load'][1]:.2f} {out['load'][2]:.2f}")
