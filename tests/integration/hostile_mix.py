@@ -1,11 +1,14 @@
 """Issue 26's hostile mix, built once for the live test (`test_hardening.py`) and the soak (`bench/hostile_soak.py`).
 
-On one worker, in this order: about 50 hostile outcome records and 11 hostile health records of the kinds
+On one worker, in this order: 50 hostile outcome records and 12 hostile health records of the kinds
 docs/input-bounds.md covers (tombstones, empty values, invalid UTF-8, 10,000-deep JSON, a 2 MB record, NaN, `ts`
 in milliseconds, wrong types, unknown schema versions, ids with glob characters and newlines, a key that does not
-match the record); then a flood of health records for distinct unregistered 1 KB ids, each on another partition
-than its id's (misrouted, so each is re-published); then valid outcome traffic. In the adversarial run that found
-issue 26 this mix stalled the health lane and Faust's commit; no part of it did alone.
+match the record); then a flood of health records for distinct unregistered ids, each on another partition
+than its id's (misrouted, so each is re-published); then valid outcome traffic. The report's flood had 1 KB ids;
+B10 (docs/input-bounds.md) now dead-letters ids longer than `NAME_MAX` characters, so the flood's ids are of that
+length, the longest that is still decided (and re-published), and 1 KB ids are among the hostile records.
+In the adversarial run that found issue 26 this mix stalled the health lane and Faust's commit; no part of it
+did alone.
 
 Every record is labelled: `bad` ones must be dead-lettered with a reason, tombstones counted, the others decided
 (so `coolant replay` of the decided ones must give what the worker gave).
@@ -21,6 +24,7 @@ from aiokafka import AIOKafkaProducer
 from aiokafka.admin import AIOKafkaAdminClient
 from aiokafka.admin.config_resource import ConfigResource, ConfigResourceType
 
+from coolant.schemas.types import NAME_MAX
 from coolant.topics import Topics, partition_of
 
 from .harness import fleet_traffic, outcome
@@ -28,8 +32,8 @@ from .harness import fleet_traffic, outcome
 Kind = Literal["bad", "tombstone", "decided"]
 BIG = 2 * 1024 * 1024
 """The oversized record: twice the decoder's 1 MiB bound (B1), so its topic must accept it (`allow_big_records`)."""
-ID_BYTES = 1024
-"""The flood's deployment ids: 1 KB each."""
+LONG_ID = 1024
+"""A 1 KB deployment id, as the report's flood had: beyond B10 (`NAME_MAX`), so such a record is dead-lettered."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -103,6 +107,7 @@ def _hostile_outcomes(now: float, tag: str) -> list[Sent]:
         ("schema a number", rec("snum").replace(b'"coolant.outcome/1"', b"1")),
         ("a health record on outcomes", _health(f"{tag}-hon", now, "dep-03")),
         ("a cooldown on outcomes", orjson.dumps({"schema": "coolant.cooldown/1", "event_id": f"{tag}-cd"})),
+        ("a 1 KB id", rec("long", dep="x" * LONG_ID)),
     ]
     odd: list[tuple[str, bytes, bytes]] = [  # valid: decided (unregistered ids are counted, never cooled)
         ("id with a glob star", b"dep-*", rec("glob1", dep="dep-*")),
@@ -121,7 +126,7 @@ def _hostile_outcomes(now: float, tag: str) -> list[Sent]:
 
 
 def _hostile_health(now: float, tag: str) -> list[Sent]:
-    """Eleven health records: seven invalid, one tombstone, three odd but valid."""
+    """Twelve health records: eight invalid, one tombstone, three odd but valid."""
     base = _health(f"{tag}-h", now, "dep-04")
     ts = f'"ts":{orjson.dumps(now).decode()}'.encode()
     bad = [
@@ -133,6 +138,7 @@ def _hostile_health(now: float, tag: str) -> list[Sent]:
         ("health: healthy a string", _health(f"{tag}-hstr", now, "dep-04").replace(b'"healthy":false',
                                                                                    b'"healthy":"yes"')),
         ("health: schema health/2", _health(f"{tag}-hv2", now, "dep-04").replace(b"health/1", b"health/2")),
+        ("health: a 1 KB id", _health(f"{tag}-hlong", now, "y" * LONG_ID)),
     ]
     odd = [
         ("health: id with a glob", b"dep-[*]", _health(f"{tag}-hglob", now, "dep-[*]")),
@@ -146,11 +152,11 @@ def _hostile_health(now: float, tag: str) -> list[Sent]:
 
 
 def _flood(now: float, tag: str, n: int, partitions: int) -> list[Sent]:
-    """`n` health records for distinct unregistered ids of ID_BYTES, each keyed by another id and put on a
-    partition that is not its id's murmur2 partition (misrouted: each is re-published)."""
+    """`n` health records for distinct unregistered ids of `NAME_MAX` characters, each keyed by another id and put
+    on a partition that is not its id's murmur2 partition (misrouted: each is re-published)."""
     out = []
     for i in range(n):
-        dep = f"{tag}-flood-{i:05d}-".ljust(ID_BYTES, "x")
+        dep = f"{tag}-flood-{i:05d}-".ljust(NAME_MAX, "x")
         right = partition_of(dep, partitions)
         key = f"{tag}-other-{i}".encode()
         wrong = (right + 1 + i % (partitions - 1)) % partitions if partitions > 1 else right
@@ -200,8 +206,4 @@ async def produce(bootstrap: str, prefix: str, mix: list[Sent]) -> list[Any]:
         return [await f for f in futs]
     finally:
         await producer.stop()
-
-
-def flood_ids(mix: list[Sent]) -> set[str]:
-    return {orjson.loads(s.value)["deployment_id"] for s in mix if s.what.startswith("flood") and s.value}
 

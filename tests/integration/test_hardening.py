@@ -26,6 +26,7 @@ from coolant.streams.app import Pipeline, WorkerOptions
 from coolant.streams.faust_adapter import OVERDUE_EXIT, producer_state
 from coolant.topics import Topics
 
+from . import hostile_mix
 from .harness import (
     Case,
     by_id,
@@ -345,3 +346,46 @@ async def test_sigterm_ends_a_worker_stuck_on_a_broker_that_never_answers(case: 
     assert_same_cooldowns(got, expected, allow_duplicates=True)
     await wait_caught_up(bs, case.app_id, case.outcomes, timeout=60, on_timeout=case.logs)
     assert again.alive
+
+
+async def test_the_hostile_mix_with_a_doubled_flood(case: Case, kafka_bootstrap: str, redis_url: str) -> None:
+    """Issue 26's mix (tests/integration/hostile_mix.py) as a fresh worker's first input, its flood of misrouted
+    health records doubled (600): the worker stays up, every bad record is dead-lettered with a reason, tombstones
+    are counted, the offsets of both input topics are committed, each flood record is re-published once, and the
+    cooldowns and health transitions of the valid rest are exactly `coolant replay`'s."""
+    w = await case.worker("a", kafka_bootstrap, redis_url=redis_url, extra_args=("--max-ts-ahead", "60"))
+    await w.wait_healthy()  # not probed: the mix is its first input, as in the run that found the stall
+    assert w.proc is not None
+    pid = w.proc.pid
+    await hostile_mix.allow_big_records(kafka_bootstrap, [case.outcomes])
+    mix = hostile_mix.build(time.time() - 30, case.tag, 2, flood=600)
+    decided = hostile_mix.decided_lines(mix)
+    expected = case.replay(decided)
+    assert expected, "the valid rest must cause cooldowns"
+    expected_flips = case.replay_transitions(decided, name="transitions")
+    sent = await hostile_mix.produce(kafka_bootstrap, case.prefix, mix)
+    for topic in (case.outcomes, case.health):
+        await wait_caught_up(kafka_bootstrap, case.app_id, topic, timeout=180, on_timeout=case.logs)
+    await wait_caught_up(kafka_bootstrap, case.app_id, case.cooldowns, on_timeout=case.logs)
+
+    assert w.alive and w.proc.pid == pid, "the worker must survive the mix\n" + w.log_tail()
+    topic = {"outcomes": case.outcomes, "health": case.health}
+    bad = {(topic[s.topic], m.partition, m.offset): s.what for s, m in zip(mix, sent, strict=True) if s.kind == "bad"}
+    reasons = {}
+    for msg in await read_topic(kafka_bootstrap, case.deadletter):
+        d = orjson.loads(msg.value)
+        at = (d["topic"], d["partition"], d["offset"])
+        if at in bad:
+            reasons[bad[at]] = d["error"]
+    assert set(reasons) == set(bad.values()), f"not dead-lettered: {sorted(set(bad.values()) - set(reasons))}"
+    assert all(reasons.values()), [what for what, why in reasons.items() if not why]
+    assert "milliseconds" in reasons["ts in ms"] and "ts_in_future" in reasons["ts 10 years ahead"]
+    assert reasons["2 MB record"].startswith("record of"), reasons["2 MB record"]
+    assert await w.metric("coolant_records_total", topic=case.outcomes, disposition="tombstone") == 3
+    assert await w.metric("coolant_records_total", topic=case.health, disposition="tombstone") == 1
+    assert await w.metric("coolant_misrouted_total", topic=case.health) >= 600
+
+    got = by_id(await read_json(kafka_bootstrap, case.cooldowns))
+    assert got == by_id(expected), diff_cooldowns(got, by_id(expected))
+    flips = by_id(await read_json(kafka_bootstrap, case.transitions))
+    assert flips == by_id(expected_flips), diff_cooldowns(flips, by_id(expected_flips))
