@@ -31,6 +31,10 @@ from typing import TYPE_CHECKING, Any, Protocol, cast
 
 import orjson
 from aiohttp import web as aioweb
+from aiohttp.http_exceptions import HttpProcessingError, LineTooLong
+from aiohttp.web_protocol import RequestHandler
+from aiohttp.web_runner import AppRunner
+from aiohttp.web_server import Server
 from faust.web import View
 from faust.web.exceptions import ServiceUnavailable
 from redis.exceptions import RedisError
@@ -347,6 +351,51 @@ def json_errors(token: str | None) -> Any:
     return middleware
 
 
+class JsonErrorHandler(RequestHandler):  # type: ignore[misc,unused-ignore]  # aiohttp's protocol class
+    """aiohttp's connection handler, answering a request it cannot even parse (a 10 KB path, a bad header, a
+    method that is no method) with a short JSON error, not its plain-text reply that quotes the request, and
+    logging one line without a traceback: such a request is the client's problem, not the worker's."""
+
+    def handle_error(
+        self, request: Any, status: int = 500, exc: BaseException | None = None, message: str | None = None
+    ) -> aioweb.StreamResponse:
+        if request.writer.output_size > 0:  # as aiohttp: the answer has begun, the connection is broken
+            raise ConnectionError("Response is sent already, cannot send another response with the error message")
+        if isinstance(exc, LineTooLong):
+            problem = "request line or header too long"
+        elif isinstance(exc, HttpProcessingError):
+            problem = "malformed HTTP request"
+        elif status == 504:
+            problem = "request timed out"
+        else:
+            problem = "internal error (logged by the worker)"
+        level = logging.DEBUG if status < 500 else logging.WARNING
+        log.log(level, "web: %d %s from %s (%s)", status, problem, request.remote, type(exc).__name__)
+        response = error_response(status, problem)
+        response.force_close()
+        return response
+
+
+class _JsonErrorServer(Server):  # type: ignore[misc,unused-ignore]
+    def __call__(self) -> RequestHandler:
+        return JsonErrorHandler(self, loop=self._loop, **self._kwargs)
+
+
+class JsonErrorRunner(AppRunner):  # type: ignore[misc,unused-ignore]
+    """An `AppRunner` whose connections are `JsonErrorHandler`s (aiohttp takes no handler class as an option)."""
+
+    async def _make_server(self) -> Server:
+        server = await super()._make_server()
+        server.__class__ = _JsonErrorServer  # the same server, its connections answering bad requests in JSON
+        return server
+
+
+def json_error_runner(web: Any) -> None:
+    """Give Faust's aiohttp web server (not started yet) the `JsonErrorRunner`: every bad request answered in JSON."""
+    runner = web._runner
+    web._runner = JsonErrorRunner(runner.app, **runner._kwargs)
+
+
 # ---------------------------------------------------------------------------------------------------------------
 # The shell
 
@@ -396,6 +445,7 @@ class AdminApi:
         api, app = self, self.app
         route = app.table_route(table=self.decider.request_store.state_table, match_info="deployment_id")
         cast(Any, app.web).web_app.middlewares.append(json_errors(self._token))  # the aiohttp driver's application
+        json_error_runner(app.web)
 
         async def local(view: Any, request: Any, deployment_id: str) -> Any:
             return await api.answer(view, api.deployment(deployment_id))
