@@ -257,8 +257,11 @@ def redis_client(r: RedisSettings, **options: Any) -> Any:
         raise ConfigError("coolant.redis (or REDIS_URL)", "url", "not a redis://, rediss:// or unix:// URL") from None
 
 
-def redis_problem(exc: BaseException) -> str:
-    """One line for a Redis failure, naming the setting to check; the URL (it may hold a password) is never shown."""
+def redis_problem(exc: BaseException, *, answered: bool = False) -> str:
+    """One line for a Redis failure, naming the setting to check; the URL (it may hold a password) is never shown.
+
+    `answered`: this server has answered before. A TLS-only server closes a plain connection at once, just as a
+    server that restarts closes every connection: the TLS hint is for a server never reached yet."""
     from redis.exceptions import AuthenticationError, AuthenticationWrongNumberOfArgsError, ResponseError
 
     text = str(exc)
@@ -271,7 +274,11 @@ def redis_problem(exc: BaseException) -> str:
     if "SSL" in text or "ssl" in text:
         return f"TLS handshake failed: check rediss:// / ssl and the ssl_* settings (coolant.redis or {REDIS_ENV})"
     if "Connection closed by server" in text or "Connection reset by peer" in text:
+        if answered:
+            return f"{_scrub(text)} (the server closed the connection: is it restarting?)"
         return f"{_scrub(text)} (does the server expect TLS? use rediss:// or coolant.redis.ssl)"
+    if "Connection refused" in text:
+        return f"{_scrub(text)} (is Redis running there?{' it answered before: restarting?' if answered else ''})"
     return _scrub(text) or type(exc).__name__
 
 

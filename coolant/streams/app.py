@@ -448,6 +448,8 @@ class Pipeline:
             app.timer(REPAIR_INTERVAL, name="redis-repair")(repairer.tick)
 
         self.problems: dict[str, str] = {}
+        self.redis_answered = False
+        """Redis has answered this worker: a connection it closes since is a restart, not a TLS mismatch."""
         """What keeps this worker from doing its job right now (e.g. "redis": why), shown by /healthz."""
         if sink is not None:
             app.timer(REDIS_CHECK_INTERVAL, name="redis-check")(self._check_redis)
@@ -499,9 +501,10 @@ class Pipeline:
             self.redis_failed(exc)
         else:
             self.problems.pop("redis", None)
+            self.redis_answered = True
 
     def redis_failed(self, exc: BaseException) -> None:
-        problem = redis_problem(exc)
+        problem = redis_problem(exc, answered=self.redis_answered)
         if self.problems.get("redis") != problem:
             log.error("redis: %s", problem)
         self.problems["redis"] = problem
@@ -743,7 +746,7 @@ class Pipeline:
 
     def _redis_error(self, exc: Exception, delay: float) -> None:
         metrics.REDIS_ERRORS.inc()
-        self.problems["redis"] = problem = redis_problem(exc)
+        self.problems["redis"] = problem = redis_problem(exc, answered=self.redis_answered)
         log.warning("redis write failed (%s); retrying in %.1f s, record not acknowledged", problem, delay)
 
 

@@ -95,5 +95,12 @@ def test_redis_problems_name_the_settings() -> None:
     assert "password" in redis_problem(ResponseError("NOAUTH Authentication required."))
     assert "ssl_cafile" in redis_problem(ConnectionError("[SSL: CERTIFICATE_VERIFY_FAILED] certificate verify failed"))
     assert "TLS" in redis_problem(ConnectionError("Error while reading from h:1 : (104, 'Connection reset by peer')"))
+    # the same closed connection from a server that answered before is a restart, not a TLS mismatch (issue 26)
+    for text in ("Connection closed by server.", "Error while reading from h:1 : (104, 'Connection reset by peer')"):
+        assert "TLS" in redis_problem(ConnectionError(text))
+        after = redis_problem(ConnectionError(text), answered=True)
+        assert "TLS" not in after and "restarting" in after
+    refused = ConnectionError("Error 111 connecting to h:1. Connection refused.")
+    assert "running" in redis_problem(refused) and "TLS" not in redis_problem(refused, answered=True)
     leaked = redis_problem(ConnectionError(f"Error connecting to redis://:{SECRET}@h:1/0."))
     assert SECRET not in leaked
