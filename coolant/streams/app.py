@@ -524,6 +524,8 @@ class Pipeline:
             batch = await lane.take()
             if self._stopping:
                 break  # not decided, not acknowledged: the next owner reads these from the committed offset
+            if isinstance(self.app.monitor, metrics.Monitor):
+                self.app.monitor.lane_took(batch)  # Faust's "stream has not started processing" check reads it
             await self._decide_batch(topic, expected, batch, arrived=lane.arrived)
 
     def _plain_agent(self, expected: type[Outcome] | type[Health]) -> Callable[[Any], Awaitable[None]]:

@@ -52,3 +52,42 @@ def test_log_messages_are_one_line_and_redacted(safe_logs: object, caplog: pytes
     message = record.getMessage()
     assert "\n" not in message and "\x1b" not in message and "hunter2" not in message and "MIIE" not in message
     assert message.startswith("dead letter t[0]@1: boom\\n2026-01-01")
+
+
+def test_a_library_error_repeated_during_an_outage_is_one_line_then_a_count(caplog: pytest.LogCaptureFixture) -> None:
+    now = [1000.0]
+    repeats = logs.Repeats(window=60.0, clock=lambda: now[0])
+    conn, fetcher = logging.getLogger("aiokafka.conn.test"), logging.getLogger("aiokafka.fetcher.test")
+    for lg in (conn, fetcher):
+        lg.addFilter(repeats)
+    try:
+        with caplog.at_level(logging.INFO):
+            for i in range(2200):  # a broker restart: every connection's every retry
+                now[0] += 0.01
+                conn.error("Unable connect to node with id %s: %s", i % 3, "[Errno 111] Connect call failed")
+                if i % 100 == 0:
+                    fetcher.error("Failed fetch messages from %s: %s", 1, "NodeNotReadyError")
+            conn.info("connected")  # below WARNING: never held
+            now[0] += 60
+            conn.error("Unable connect to node with id %s: %s", 1, "[Errno 111] Connect call failed")
+        lines = [r.getMessage() for r in caplog.records]
+        assert len([m for m in lines if m.startswith("Unable connect")]) == 2
+        assert len([m for m in lines if m.startswith("Failed fetch")]) == 1
+        assert "connected" in lines
+        assert lines[-1].endswith("[and 2,199 more like it in the last 82 s]"), lines[-1]
+    finally:
+        for lg in (conn, fetcher):
+            lg.removeFilter(repeats)
+
+
+def test_repeats_go_on_every_library_logger() -> None:
+    repeats = logs.Repeats()
+    try:
+        logs.hold_repeats(repeats)
+        for name in ("aiokafka", "aiokafka.conn", "faust", "mode"):
+            assert repeats in logging.getLogger(name).filters, name
+        assert repeats not in logging.getLogger("coolant.streams.app").filters
+    finally:
+        for lg in [logging.getLogger(n) for n in list(logging.Logger.manager.loggerDict)] + [logging.getLogger()]:
+            if isinstance(lg, logging.Logger) and repeats in lg.filters:
+                lg.removeFilter(repeats)
