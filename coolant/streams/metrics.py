@@ -7,6 +7,7 @@ from time import monotonic
 from typing import Any
 
 from faust.sensors.prometheus import FaustMetrics, PrometheusMonitor
+from faust.types import TP
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
 from coolant.schemas import Cooldown
@@ -180,5 +181,5 @@ class Monitor(PrometheusMonitor):  # type: ignore[misc,unused-ignore]  # faust i
         on every partition with a lag, under any load, while the lanes decided all of it."""
         now = monotonic()
         inbound = self.stream_inbound_time
-        for tp in {m.tp for m in batch}:
-            inbound[tp] = now
+        for topic, partition in {(m.topic, m.partition) for m in batch}:
+            inbound[TP(topic, partition)] = now

@@ -17,8 +17,8 @@ def test_a_lane_taking_a_batch_marks_its_partitions_as_processing() -> None:
     monitor = metrics.Monitor(metrics=metrics.faust_metrics())
     a, b = TP("coolant.outcomes", 0), TP("coolant.outcomes", 3)
     assert monitor.stream_inbound_time.get(a) is None  # what Faust's check reads: the ERROR's condition
-    monitor.lane_took([SimpleNamespace(tp=a), SimpleNamespace(tp=a), SimpleNamespace(tp=b)])
+    monitor.lane_took([SimpleNamespace(topic=t.topic, partition=t.partition) for t in (a, a, b)])
     first = monitor.stream_inbound_time[a]
     assert set(monitor.stream_inbound_time) == {a, b}
-    monitor.lane_took([SimpleNamespace(tp=a)])
+    monitor.lane_took([SimpleNamespace(topic=a.topic, partition=a.partition)])
     assert monitor.stream_inbound_time[a] >= first  # refreshed on each batch: "stopped processing" stays true
