@@ -1,7 +1,7 @@
 """LiteLLM's own cooldowns against LiteLLM + coolant, as the number of gateway pods grows.
 
     scripts/kafka-local start && scripts/redis-local start
-    .venv/bin/python bench/fleet_compare.py [--pods 1,2,5,10] [--rate 20] [--kinds 500,429]
+    .venv/bin/python bench/fleet_compare.py [--pods 1,2,5,10] [--rate 20] [--kinds 500,429] [--profile outlier]
 
 P LiteLLM 1.110.2 Routers ("pods") in this process, all on one Redis (as a fleet shares it), serve one model
 group of three deployments; one of them fails every request (LiteLLM `mock_response`: first a 500
@@ -22,8 +22,8 @@ pod's own cooldown reader holds the bad deployment (the cooldowns last 60 s); it
 
 Then the callback's cost on the request path: the time spent inside its hooks (p50/p99 over --latency-requests
 successes and failures), and the latency of a mocked request with and without the callback.
-Prints tables (and with --json FILE one object per cell: {"kind", "pods", "native", "native_af3", "coolant"},
-medians of the runs); the Kafka topics and Redis keys it made are deleted at the end.
+Prints tables (and with --json FILE one object per cell: {"kind", "pods", "profile", "native", "native_af3",
+"coolant", "load"}, medians of the runs); the Kafka topics and Redis keys it made are deleted at the end.
 """
 
 from __future__ import annotations
@@ -33,6 +33,7 @@ import asyncio
 import contextlib
 import contextvars
 import json
+import math
 import os
 import statistics
 import sys
@@ -192,18 +193,26 @@ async def _drive(routers: list[Any], callbacks: list[CoolantCallback], group: st
     return RunResult(len(failed), n, (failed[-1] - failed[0]) if failed else 0.0, await every_pod_cooled())
 
 
-def write_coolant_config(path: Path, tags: list[str], pods_list: list[int], kinds: list[str]) -> None:
-    """The worker's registry: the coolant runs' deployments (an unknown deployment is never cooled, R6)."""
+def write_coolant_config(path: Path, tags: list[str], pods_list: list[int], kinds: list[str], profile: str) -> None:
+    """The worker's (and the pods') config: the coolant runs' deployments (an unknown deployment is never cooled,
+    R6) and the profile."""
     models: list[dict[str, Any]] = []
     for tag in tags:
         for kind in kinds:
             for pods in pods_list:
                 group, deployments = ids(tag, "coolant", kind, pods)
                 models += model_list(group, deployments, kind)
-    path.write_text(yaml.safe_dump({"model_list": models, "router_settings": {"cooldown_time": COOLDOWN}}))
+    config: dict[str, Any] = {"model_list": models, "router_settings": {"cooldown_time": COOLDOWN}}
+    if profile != "compatible":
+        config["coolant"] = {"profile": profile}
+    path.write_text(yaml.safe_dump(config))
 
 
 def pct(values: list[float], p: int) -> float:
+    """The p-th percentile; NaN with no value at all, the value itself with one (`statistics.quantiles` needs two:
+    a hook LiteLLM never called, e.g. the thread publisher's async failure hook, has none)."""
+    if len(values) < 2:
+        return values[0] if values else math.nan
     return statistics.quantiles(values, n=100, method="inclusive")[p - 1]
 
 
@@ -301,7 +310,8 @@ async def callback_cost(n: int, tag: str, prefix: str) -> list[str]:
     lines = [f"callback cost: {n} mocked requests per cell, sequential; p50 / p99 (the loop callback with the fast "
              "path's policy and its push subscription running)",
              "  time inside the hook (µs): " + "; ".join(
-                 f"{label} {mode}: {pct(inside[mode][ok], 50):.0f} / {pct(inside[mode][ok], 99):.0f}"
+                 f"{label} {mode}: {pct(inside[mode][ok], 50):.0f} / {pct(inside[mode][ok], 99):.0f} "
+                 f"({len(inside[mode][ok])} calls)"
                  for mode in ("loop", "thread") for label, ok in (("success", True), ("failure", False))),
              "  request latency (ms):",
              "  " + f"{'':<9} | " + " | ".join(f"{name:>17}" for name in loggers)]
@@ -320,7 +330,7 @@ async def main_async(a: argparse.Namespace) -> None:
     prefix = f"{tag}."
     workdir = Path(tempfile.mkdtemp(prefix="coolant-fleet-compare-"))
     config = workdir / "litellm.yaml"
-    write_coolant_config(config, [f"{tag}r{rep}" for rep in range(a.repeat)], pods_list, kinds)
+    write_coolant_config(config, [f"{tag}r{rep}" for rep in range(a.repeat)], pods_list, kinds, a.profile)
     await create_topics(BOOTSTRAP, prefix, 2)
     worker = Worker(name="fleet", config=config, bootstrap=BOOTSTRAP, topic_prefix=prefix, app_id=f"{tag}-app",
                     workdir=workdir, redis_url=REDIS_URL, redis_key_prefix=f"{namespace}:", partitions=2)
@@ -338,8 +348,9 @@ async def main_async(a: argparse.Namespace) -> None:
 
     try:
         await worker.wait_ready()
-        print(f"worker ready after {time.monotonic() - t_start:.1f} s; {a.rate:g} requests/s round-robin over the "
-              f"pods, 3 deployments (1 failing), num_retries=0, cooldowns {COOLDOWN} s", flush=True)
+        print(f"worker ready after {time.monotonic() - t_start:.1f} s (coolant profile: {a.profile}); {a.rate:g} "
+              f"requests/s round-robin over the pods, 3 deployments (1 failing), num_retries=0, cooldowns "
+              f"{COOLDOWN} s; load average {os.getloadavg()[0]:.2f}", flush=True)
         table: dict[tuple[str, int, str], list[RunResult]] = {}
         for rep in range(a.repeat):
             for kind in kinds:
@@ -375,8 +386,9 @@ async def main_async(a: argparse.Namespace) -> None:
         if any(not r.all_cooled for runs in table.values() for r in runs):
             print("* some pod did not hold the cooldown at the end of a run (--max-seconds reached)\n")
         if a.json is not None:
-            cells = [{"kind": kind, "pods": pods, **{m.replace(" af=3", "_af3"): statistics.median(
-                         r.failed for r in table[(kind, pods, m)]) for m in MODES}}
+            cells = [{"kind": kind, "pods": pods, "profile": a.profile,
+                      **{m.replace(" af=3", "_af3"): statistics.median(r.failed for r in table[(kind, pods, m)])
+                         for m in MODES}, "load": os.getloadavg()[0]}
                      for kind in kinds for pods in pods_list]
             a.json.write_text(json.dumps(cells, indent=1) + "\n")
             print(f"wrote {a.json}")
@@ -404,6 +416,8 @@ def main() -> None:
     p.add_argument("--quiet", type=float, default=3.0, help="seconds without a failure that end a run")
     p.add_argument("--max-seconds", type=float, default=45.0, help="longest run")
     p.add_argument("--repeat", type=int, default=3, help="runs per cell (the table shows the median)")
+    p.add_argument("--profile", default="compatible", choices=("compatible", "outlier"),
+                   help="coolant's profile (`coolant: {profile: ...}` in the worker's and the pods' config)")
     p.add_argument("--latency-requests", type=int, default=1000, help="requests per latency cell (0: skip)")
     p.add_argument("--json", type=Path, default=None, metavar="FILE",
                    help='also write the cells to FILE: [{"kind", "pods", "native", "native_af3", "coolant"}, ...]')

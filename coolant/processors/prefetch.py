@@ -11,9 +11,10 @@ could hold leads to the same cooldown:
 - X6 `quota_exhausted` (opt-in): a success announcing a spent budget reads the record and the policy only;
 
 with the duration T1-T4 (Retry-After, per-deployment and per-record values), which reads the record and the
-policy only. The options that make the outcome depend on fleet state switch the fast path off entirely:
-X2 backoff (the duration grows with the fleet's streak) and X3 max ejection percent (the group's fleet-wide
-cooldowns may suppress it). E2 `recool: extend` may absorb the worker's cooldown when a later-ending one is in
+policy only. X3 max ejection percent makes the outcome depend on fleet state (the group's fleet-wide cooldowns
+may suppress it) and switches the fast path off entirely. Under X2 backoff the pod's cooldown is the first step,
+max(D, base): the worker's for the same record has a streak of at least 1, so it ends no earlier, and its record
+(same `event_id`) extends the pod's through the never-shorten write and the push. E2 `recool: extend` may absorb the worker's cooldown when a later-ending one is in
 force; Redis then holds that later one, which the never-shorten write keeps, so the pod's write changes
 nothing there.
 
@@ -62,10 +63,11 @@ class OwnCounters:
 
 
 def fleet_dependent(policy: Policy) -> bool:
-    """True when the options make every cooldown's duration or existence depend on fleet state (X2 backoff, X3
-    ejection). X8 is not one: PF7 bounds what it can absorb."""
-    o = policy.options
-    return o.backoff is not None or ejection.enabled(o)
+    """True when the options make every cooldown's existence depend on fleet state (X3 ejection: the group's
+    fleet-wide cooldowns may suppress it). X8 is not one: PF7 bounds what it can absorb. Nor is X2: on a fresh
+    state backoff gives the first step, max(D, base), and the worker's step for the same record is never shorter,
+    so the pod holds a part of the worker's cooldown, as under PF7."""
+    return ejection.enabled(policy.options)
 
 
 def provisional(o: Options, cd: Cooldown) -> Cooldown | None:

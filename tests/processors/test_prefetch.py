@@ -62,6 +62,9 @@ def check_against_engine(policy: Policy, records: list[Outcome | schemas.Health]
         assert step.disposition == "cooled", (rec, step, pod)
         worker = step.cooldown
         assert isinstance(worker, Cooldown)
+        if o.backoff is not None:  # X2: the pod holds the first step, the worker's streak may make it longer
+            assert pod.until <= worker.until, (rec, pod, worker)
+            worker = msgspec.structs.replace(worker, until=pod.until, cooldown_time=pod.cooldown_time)
         if coalesce is not None:  # PF7: the pod holds S less, the LiteLLM value ending there
             worker = msgspec.structs.replace(worker, until=worker.until - coalesce,
                                              cooldown_time=worker.until - coalesce - worker.ts)
@@ -78,8 +81,9 @@ def test_prefetch_never_decides_what_the_worker_would_not(case: Case) -> None:
 
 
 POD_PRESETS = ("default", "sliding", "counters_off", "router_cooldown", "overwrite", "final_only", "health",
-               "tuned", "quota_overwrite", "coalesce")
-"""The presets under which a pod may decide (`coalesce`: X8, under which it holds PF7's part)."""
+               "tuned", "quota_overwrite", "coalesce", "backoff", "probation", "quota", "outlier", "outlier_tight")
+"""The presets under which a pod may decide (`coalesce`: X8, under which it holds PF7's part; the backoff ones:
+X2's first step)."""
 
 
 @st.composite
@@ -164,7 +168,9 @@ def spent(dep: str = "g0-0", remaining: int = 0, **fields: Any) -> Outcome:
     (policy_of({"allowed_fails_policy": {"RateLimitErrorAllowedFails": 0}}), failure(429), True),
     (policy_of(allowed_fails=0), failure(503), True),
     (policy_of({"disable_cooldowns": True}), failure(429), False),                  # G4
-    (policy_of(coolant={"backoff": {}}), failure(429), False),                      # X2: the fleet's streak
+    (policy_of(coolant={"backoff": {}}), failure(429), True),                       # X2: its first step
+    (policy_of(coolant={"profile": "outlier"}), failure(429), True),                # the outlier profile's X2
+    (policy_of(coolant={"profile": "outlier"}, sizes=(1,)), failure(500), False),   # X10: the fleet's streak
     (policy_of(coolant={"max_ejection_percent": 50}), failure(429), False),         # X3: the fleet's cooldowns
     (policy_of(coolant={"recool_coalesce": 1}), failure(429), True),                # X8: PF7, until - 1
     (policy_of(), failure(429, dep="dx-0"), False),                                 # R6: unknown deployment
@@ -173,7 +179,8 @@ def spent(dep: str = "g0-0", remaining: int = 0, **fields: Any) -> Outcome:
     (policy_of(coolant={"quota": {}}), spent(remaining=3), False),                  # budget left
     (policy_of(), spent(), False),                                                  # X6 is opt-in
     (policy_of(coolant={"quota": {}}, sizes=(1,)), spent(), False),                 # X6.3 lone
-    (policy_of(coolant={"quota": {}, "backoff": {}}), spent(), False),              # fleet-dependent options
+    (policy_of(coolant={"quota": {}, "backoff": {}}), spent(), True),               # X6 under X2: never lengthened
+    (policy_of(coolant={"quota": {}, "max_ejection_percent": 50}), spent(), False), # fleet-dependent options
 ])
 def test_which_records_a_pod_decides_alone(policy: Policy, rec: Outcome, cools: bool) -> None:
     assert (prefetch(policy, rec) is not None) is cools
