@@ -14,9 +14,9 @@ with the duration T1-T4 (Retry-After, per-deployment and per-record values), whi
 policy only. X3 max ejection percent makes the outcome depend on fleet state (the group's fleet-wide cooldowns
 may suppress it) and switches the fast path off entirely. Under X2 backoff the pod's cooldown is the first step,
 max(D, base): the worker's for the same record has a streak of at least 1, so it ends no earlier, and its record
-(same `event_id`) extends the pod's through the never-shorten write and the push. E2 `recool: extend` may absorb the worker's cooldown when a later-ending one is in
-force; Redis then holds that later one, which the never-shorten write keeps, so the pod's write changes
-nothing there.
+(same `event_id`) extends the pod's through the never-shorten write and the push. E2 `recool: extend` may absorb
+the worker's cooldown when a later-ending one is in force; Redis then holds that later one, which the
+never-shorten write keeps, so the pod's write changes nothing there.
 
 What the worker emits for the same record then has the same `event_id`, `deployment_id`, `ts`, `until`,
 `cooldown_time`, `status_code`, `exception_type` and `exception_received`, hence the same LiteLLM value in
