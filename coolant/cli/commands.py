@@ -230,6 +230,20 @@ def worker_command(
                      "e.g. 65536 with --fetch-max-wait-ms 5 spends less CPU on fetch round trips, for up to 5 ms more "
                      "per record and more CPU when idle."),
     ] = 1,
+    intake: Annotated[
+        str,
+        typer.Option(help="How input records reach the deciders: `lanes` (the worker's own fetch loop hands them "
+                     "over in batches; the default, several times faster) or `agents` (Faust's agents over its "
+                     "batches: slower, no Faust internals in the fetch path). Both decide the same records the same "
+                     "way."),
+    ] = "lanes",
+    allow_untested_faust: Annotated[
+        bool,
+        typer.Option("--allow-untested-faust", help="Run on a faust-streaming version coolant was not tested on. "
+                     "Without it such a worker refuses to start; with it, it runs without the input lanes, the "
+                     "failover guards (records may be skipped when a worker takes over partitions), the recovery "
+                     "watch, the fetch settings, the lag gauge and the stall watch (docs/faust-boundary.md)."),
+    ] = False,
 ) -> None:
     """Run the live processor: Kafka in, the cooldown topic and Redis out.
 
@@ -242,7 +256,8 @@ def worker_command(
     """
     from dataclasses import replace
 
-    from coolant.streams.app import WorkerOptions
+    from coolant.streams.faust import UntestedFaust
+    from coolant.streams.options import WorkerOptions
     from coolant.streams.worker import load_config_in_child, run
 
     if heartbeat_interval * 3 > session_timeout:
@@ -266,6 +281,8 @@ def worker_command(
     data_dir.mkdir(parents=True, exist_ok=True)  # Faust creates only the last level (a fresh container has no .local)
     if misrouted not in ("republish", "count"):
         raise typer.BadParameter(f"must be republish or count, got {misrouted!r}", param_hint="--misrouted")
+    if intake not in ("lanes", "agents"):
+        raise typer.BadParameter(f"must be lanes or agents, got {intake!r}", param_hint="--intake")
     opts = WorkerOptions(
         app_id=app_id, partitions=partitions, web_port=rt.web_port, web_bind=web_bind, datadir=str(data_dir),
         materialize=materialize, admin_token=admin_token or None, admin_rate=admin_rate,
@@ -274,10 +291,11 @@ def worker_command(
         keep_raw_deadletters=keep_raw_deadletters, max_ts_ahead=max_ts_ahead,
         misrouted="republish" if misrouted == "republish" else "count",
         fetch_max_wait_ms=fetch_max_wait_ms, fetch_min_bytes=fetch_min_bytes,
+        intake="lanes" if intake == "lanes" else "agents", allow_untested_faust=allow_untested_faust,
     )
     try:
         run(replace(cfg, runtime=rt), opts, loglevel, shadow, verbose)
-    except ConfigError as exc:  # an unset os.environ/ variable, an unreadable CA file
+    except (ConfigError, UntestedFaust) as exc:  # an unset os.environ/ variable, an unreadable CA file
         raise fail(str(exc)) from None
     except ConnectionFailed as exc:  # e.g. a wrong SASL password: Kafka refused us before the worker started
         raise fail(str(exc), 1) from None

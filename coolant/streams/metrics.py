@@ -154,7 +154,7 @@ HELD_RESUMES = Counter(
 )
 RECOVERY_REWINDS = Counter(
     "coolant_recovery_rewinds_total",
-    "Changelog partitions read again because table recovery stood still with the fetch past it (faust_adapter).",
+    "Changelog partitions read again because table recovery stood still with the fetch past it (the recovery watch).",
     registry=REGISTRY,
 )
 

@@ -19,7 +19,7 @@ from redis.exceptions import RedisError
 
 from coolant.io.cooldowns import active_cooldowns
 from coolant.streams import metrics
-from coolant.streams.faust_adapter import committed_offsets
+from coolant.streams.faust import committed_offsets
 from coolant.topics import is_internal_topic
 
 log = logging.getLogger(__name__)
@@ -62,7 +62,7 @@ class LagReporter:
         except Exception:  # not started yet, or between generations
             return
         committed = committed_offsets(consumer)
-        if committed is None:  # the plain path: no lag gauge, no stall watch
+        if committed is None:  # an untested Faust, the boundary not installed: no lag gauge, no stall watch
             return
         current: set[tuple[str, str]] = set()
         waiting = 0

@@ -15,7 +15,7 @@ cooldowns were sent, so a crash in between re-decides those records instead of l
 The state and its buckets are on two changelog topics, so either can be durable without the other: see
 `SeenView` for how what a new owner loads stays consistent (`counts`, `unsure`, late tombstones).
 Writes name the partition explicitly (the source record's), which is what lets them happen
-outside Faust's per-event iteration.
+outside Faust's per-event iteration (`faust/tables.py`).
 """
 
 from __future__ import annotations
@@ -29,6 +29,7 @@ import orjson
 
 from coolant.processors.seen import SeenHashes
 from coolant.processors.state import PathState
+from coolant.streams.faust import RawTable
 
 SEP = b"\x1f"
 
@@ -273,7 +274,9 @@ class PathStore:
     from the table.
     """
 
-    def __init__(self, state_table: Any, seen_table: Any, late_after: Callable[[], float] | None = None) -> None:
+    def __init__(
+        self, state_table: RawTable, seen_table: RawTable, late_after: Callable[[], float] | None = None,
+    ) -> None:
         self.state_table = state_table
         self.seen_table = seen_table
         self.late_after = late_after
@@ -314,9 +317,9 @@ class PathStore:
                 first, next_ = stored["span"]
                 old = [key + SEP + str(chunk).encode() for chunk in range(first, next_)]
                 for chunk_key in old:
-                    ids = self.seen_table.data.get(chunk_key)
-                    if ids is not None:
-                        view.adopt(orjson.loads(ids))
+                    chunk = self.seen_table.data.get(chunk_key)
+                    if chunk is not None:
+                        view.adopt(orjson.loads(chunk))
                 self._legacy[deployment_id] = old
         ps.seen = view
         self._states[deployment_id] = (ps, raw)
@@ -351,8 +354,8 @@ class PathStore:
         A state is written after its buckets, and carries the ids of those not acknowledged yet (`unsure`).
         """
         writes = 0
-        state_topic = self.state_table.changelog_topic.get_topic_name()
-        seen_topic = self.seen_table.changelog_topic.get_topic_name()
+        state_topic = self.state_table.changelog
+        seen_topic = self.seen_table.changelog
         seen_data = self.seen_table.data
         for deployment_id, (ps, partition) in self._dirty.items():
             key = deployment_id.encode()

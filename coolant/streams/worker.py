@@ -1,4 +1,5 @@
-"""Starting a worker: create missing topics, connect Redis, build the pipeline, hand over to Faust."""
+"""Starting a worker: check the Faust version, resolve the Kafka connection once, create missing topics, connect
+Redis, build the pipeline, hand over to Faust."""
 
 from __future__ import annotations
 
@@ -21,8 +22,10 @@ from coolant.io import logs
 from coolant.io.admin import ensure_topics
 from coolant.io.connect import ConnectionFailed, KafkaDiagnosis, kafka_problem, redis_client
 from coolant.streams import heap, metrics
-from coolant.streams.app import Pipeline, WorkerOptions, kafka_client_args
-from coolant.streams.faust_adapter import BoundedStopWorker
+from coolant.streams.app import Pipeline
+from coolant.streams.connections import Connections
+from coolant.streams.faust import BoundedStopWorker, check_faust
+from coolant.streams.options import WorkerOptions
 from coolant.topics import CHANGELOG_SUFFIX, Topics
 
 log = logging.getLogger(__name__)
@@ -88,10 +91,11 @@ def build_pipeline(
     names = Topics(cfg.runtime.topic_prefix)
     extra = (names.cooldowns + ".shadow", names.candidates + ".shadow") if shadow is not None else ()
     k = cfg.runtime.kafka
-    client_args = kafka_client_args(k)  # a ConfigError (unset variable, unreadable CA file) before connecting
+    check_faust(opts.allow_untested_faust)  # UntestedFaust before connecting (the worker logs the allowed case)
+    connections = Connections.resolve(k)  # a ConfigError (unset variable, unreadable CA file) before connecting
     with KafkaDiagnosis() as diagnosis:
         try:
-            counts = loop.run_until_complete(ensure_topics(names, client_args, opts.partitions, extra))
+            counts = loop.run_until_complete(ensure_topics(names, connections.kafka_args(), opts.partitions, extra))
         except (KafkaError, OSError) as exc:
             raise ConnectionFailed(f"kafka {k.bootstrap_servers}: {kafka_problem(exc, diagnosis)}") from None
     partitions = counts[names.outcomes]
@@ -106,7 +110,7 @@ def build_pipeline(
         client = redis_client(cfg.runtime.redis, health_check_interval=10, retry=Retry(NoBackoff(), 0))
         sink = RedisSink(client, cfg.runtime.redis.key_prefix, on_write=_observe_write)
     shadow_policy = None if shadow is None else shadow.policy
-    return Pipeline(cfg, replace(opts, partitions=partitions), sink, shadow_policy)
+    return Pipeline(cfg, replace(opts, partitions=partitions), sink, shadow_policy, connections=connections)
 
 
 def _observe_write(kind: str, seconds: float) -> None:

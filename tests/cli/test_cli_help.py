@@ -20,7 +20,7 @@ MUST_SAY = {
     "alerts": ["Slack-compatible", "COOLANT_ALERTS_WEBHOOK", "--suppress-period", "held back", "Retry-After",
                "--max-retries", "--dry-run", "cooldown over"],
     "worker": ["admin API", "--admin-token", "COOLANT_ADMIN_TOKEN", "/metrics", "--web-port", "--fetch-max-wait-ms",
-               "--fetch-min-bytes"],
+               "--fetch-min-bytes", "--intake", "lanes", "agents", "--allow-untested-faust", "failover guards"],
 }
 
 

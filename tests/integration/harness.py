@@ -33,7 +33,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from coolant.io import admin as kafka_admin
 from coolant.io.admin import ensure_topics
-from coolant.streams.faust_adapter import PATH_ENV, PLAIN_NOTICE
+from coolant.streams.faust import AGENTS_NOTICE
 from coolant.topics import Topics, partition_of
 from tests.support.brokers import LocalKafka
 from tests.support.ports import free_port
@@ -723,10 +723,10 @@ def _pid_alive(pid: int) -> bool:
 class Case:
     """One test's names (topic prefix, app id, Redis key prefix), config, workers and services, and their cleanup."""
 
-    def __init__(self, tmp: Path, precreate: bool = False, faust_path: str | None = None) -> None:
+    def __init__(self, tmp: Path, precreate: bool = False, intake: str | None = None) -> None:
         self.tmp = tmp
-        self.faust_path = faust_path
-        """`plain` or `fast`: every worker of the case runs that Faust path (COOLANT_FAUST_PATH); None: the default."""
+        self.intake = intake
+        """`lanes` or `agents`: every worker of the case runs with that `--intake`; None: the default."""
         self.tag = uid()
         self.prefix = f"it-{self.tag}."
         self.app_id = f"it-{self.tag}-app"
@@ -781,8 +781,8 @@ class Case:
         self.bootstraps.add(bootstrap)
         if self.precreate:
             await create_topics(bootstrap, self.prefix, partitions)
-        if self.faust_path is not None:
-            env = {PATH_ENV: self.faust_path, **(env or {})}
+        if self.intake is not None:
+            extra_args = ("--intake", self.intake, *extra_args)
         w = Worker(name=name, config=self.config, bootstrap=bootstrap, topic_prefix=self.prefix, app_id=self.app_id,
                    workdir=self.tmp, redis_url=redis_url, redis_key_prefix=self.key_prefix, partitions=partitions,
                    env=env, loglevel=loglevel, extra_args=extra_args, image=image)
@@ -805,13 +805,13 @@ class Case:
     def logs(self) -> str:
         return "\n".join(w.log_tail() for w in self.workers)
 
-    def assert_faust_path(self) -> None:
-        """Each worker ran the case's Faust path: the plain one says so in its log (one line at start-up)."""
-        if self.faust_path is None:
+    def assert_intake(self) -> None:
+        """Each worker ran the case's intake: with Faust's agents it says so in its log (one line at start-up)."""
+        if self.intake is None:
             return
         for w in self.workers:
-            plain = PLAIN_NOTICE in w.log_path.read_text(errors="replace")
-            assert plain == (self.faust_path == "plain"), f"worker {w.name} did not run the {self.faust_path} path"
+            agents = AGENTS_NOTICE in w.log_path.read_text(errors="replace")
+            assert agents == (self.intake == "agents"), f"worker {w.name} did not run the {self.intake} intake"
 
     async def close(self, redis_url: str | None) -> None:
         for w in self.workers:

@@ -23,7 +23,7 @@ from redis.asyncio import Redis
 
 from coolant.config.loader import load_config
 from coolant.streams.app import Pipeline, WorkerOptions
-from coolant.streams.faust_adapter import OVERDUE_EXIT, producer_state
+from coolant.streams.faust import OVERDUE_EXIT, producer_state
 from coolant.topics import Topics
 
 from . import hostile_mix
@@ -274,7 +274,7 @@ async def test_a_topic_tracked_first_strands_no_other_topics_batch(kafka_bootstr
     tracking them; the first topic it does track (here C, created after that refresh) makes the next refresh cover
     only the tracked ones. A batch waiting then for an untracked topic (A) lost its partition leader and waited
     for the producer's request timeout (20 minutes): Faust's commit, which flushes the producer, with it. Every
-    topic is now tracked before its first send (`faust_adapter.TrackedProducer`), so both batches are delivered.
+    topic is now tracked before its first send (`faust.producer.TrackedProducer`), so both batches are delivered.
     The producer lingers 0.5 s so that A's batch is still waiting when the refresh C asks for lands."""
     cfg = load_config(EXAMPLE)
     kafka = replace(cfg.runtime.kafka, bootstrap_servers=kafka_bootstrap)
@@ -315,7 +315,7 @@ async def test_a_topic_tracked_first_strands_no_other_topics_batch(kafka_bootstr
 
 async def test_sigterm_ends_a_worker_stuck_on_a_broker_that_never_answers(case: Case) -> None:
     """A worker whose broker stops answering mid-stream (SIGSTOP: sends, the commit's flush and the group's leave
-    never complete) still ends on SIGTERM, within the bound on a stop (15 s, `faust_adapter.STOP_WITHIN`; the
+    never complete) still ends on SIGTERM, within the bound on a stop (15 s, `faust.STOP_WITHIN`; the
     test's 60 s only proves that it ends by itself). The broker answers again, an orchestrator starts the worker
     again, and it recovers: every cooldown replay gives, none different (at-least-once: a re-decided record's
     cooldown may come twice, with the same event id), and everything committed."""

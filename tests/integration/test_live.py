@@ -52,17 +52,17 @@ from .harness import (
 
 pytestmark = pytest.mark.integration
 
-FAUST_PATHS = ("fast", "plain")
-"""Every live test runs on both of the worker's Faust paths (faust_adapter.py): the fast one (input lanes) and the
-plain one a faust-streaming version the adapter was not tested on gets (agents over take_events batches)."""
+INTAKES = ("lanes", "agents")
+"""Every live test runs on both of the worker's intakes (`--intake`): the input lanes (the boundary's fetch loop,
+coolant/streams/faust/) and Faust's agents over take_events batches."""
 
 
-@pytest.fixture(params=FAUST_PATHS)
+@pytest.fixture(params=INTAKES)
 def case(case: Case, request: pytest.FixtureRequest) -> Iterator[Case]:
-    """The shared `case`, with all its workers on one Faust path; afterwards, each worker's log shows it ran it."""
-    case.faust_path = request.param
+    """The shared `case`, with all its workers on one intake; afterwards, each worker's log shows it ran it."""
+    case.intake = request.param
     yield case
-    case.assert_faust_path()
+    case.assert_intake()
 
 
 def assert_same_cooldowns(got: list[dict[str, Any]], want: list[dict[str, Any]], *, allow_duplicates: bool) -> int:

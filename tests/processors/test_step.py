@@ -76,7 +76,8 @@ def test_dispositions_keep_the_words_of_metrics_and_summaries() -> None:
     """The enums name the values; the values themselves (metric labels, replay summary keys) never change."""
     assert sorted(Disposition) == sorted(
         ["counted", "late", "duplicate", "ignored", "probe", "absorbed", "cooled", "suppressed",
-         "held", "released"])
+         "held", "released",
+         "invalid", "failed", "tombstone", "stale"])  # the last four: the live shell's, for records not decided
     assert sorted(Skip) == sorted(
         ["unknown_deployment", "no_status", "excluded_type", "disabled", "zero_duration", "status_exempt", "wildcard",
          "single_402", "lone_exempt", "below_threshold"])

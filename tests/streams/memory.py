@@ -11,7 +11,7 @@ Faust itself defines:
 - `MemoryConsumer` stands for `app.consumer`: `ack(message)` is recorded and can be waited for.
 
 `MemoryWorker.deliver` hands records (on the partition murmur2 gives their key, with increasing offsets) to the
-fast path's own fetch loop, `faust_adapter.LaneConsumer._drain_messages`, as if `getmany` had returned them; it
+lanes' own fetch loop, `faust.consumer.LaneConsumer._drain_messages`, as if `getmany` had returned them; it
 puts them on their lanes (`fetch` takes messages as they are). `pump` delivers what the worker re-published to an
 input topic. `stage` runs the X3 ejection agent over the candidates sent so far, as a Faust stream hands them (the
 stream's current event set, so its table writes work). `recover` fills a new worker's tables from another's
@@ -39,6 +39,7 @@ from faust.types import TP
 from coolant.config.loader import Config
 from coolant.processors import Policy
 from coolant.streams.app import Pipeline, WorkerOptions
+from coolant.streams.faust import RawTable
 from coolant.topics import Topics, partition_of
 
 WAIT = 10.0
@@ -69,7 +70,7 @@ class Message:
     """The consumer group generation it was fetched in (Faust stamps every message; `deliver` stamps the app's,
     0 until an assignment as in Faust)."""
     acked: bool = False
-    """Faust's flag: set, its acknowledgement records nothing (`faust_adapter.keep_unacknowledged`)."""
+    """Faust's flag: set, its acknowledgement records nothing (`faust.messages.keep_unacknowledged`)."""
 
 
 Event = tuple[str, str, bytes | None, int | None]
@@ -169,20 +170,20 @@ class MemoryConsumer:
 
 
 class MemoryWorker:
-    """One worker's `Pipeline` (fast path: lanes) wired to a `MemoryProducer` and a `MemoryConsumer`."""
+    """One worker's `Pipeline` (intake: the lanes) wired to a `MemoryProducer` and a `MemoryConsumer`."""
 
     def __init__(self, cfg: Config, *, app_id: str = "memory", partitions: int = 4, shadow: Policy | None = None,
                  **options: Any) -> None:
         opts = WorkerOptions(app_id=app_id, partitions=partitions, max_ts_ahead=1e9, **options)
         self.pipeline = p = Pipeline(cfg, opts, sink=None, shadow_policy=shadow)
-        assert p.fast, "the in-memory worker drives the lanes (the fast path)"
+        assert p.lanes_on, "the in-memory worker drives the lanes"
         self.partitions = partitions
         self.names = Topics(cfg.runtime.topic_prefix)
         self.log: list[Event] = []
         self.changed = Changed()
         self.producer = p.app.producer = MemoryProducer(self.log, self.changed)
         self.consumer = p.app.consumer = MemoryConsumer(self.log, self.changed)
-        p.routing.partitions = lambda topic: partitions  # what the consumer's cluster metadata would say
+        p.intake.routing.partitions = lambda topic: partitions  # what the consumer's cluster metadata would say
         self.conducted: list[Any] = []
         """Messages the fetch loop handed to Faust's conductor (topics no lane reads)."""
 
@@ -191,13 +192,13 @@ class MemoryWorker:
 
         self.fetcher = p.app.transport.create_consumer(
             callback=conductor, on_partitions_revoked=None, on_partitions_assigned=None)
-        """The fast path's consumer (`faust_adapter.LaneConsumer`), never started: only its fetch loop runs."""
+        """The lanes' consumer (`faust.consumer.LaneConsumer`), never started: only its fetch loop runs."""
         self._offsets: defaultdict[tuple[str, int], int] = defaultdict(int)
         self._pumped: defaultdict[str, int] = defaultdict(int)
         self._tasks: list[asyncio.Task[None]] = []
         self.delivered = 0
         """Messages handed to a lane so far (each is acknowledged once its batch is decided and durable)."""
-        for lane in p.lanes.values():
+        for lane in p.intake.lanes.values():
             lane.put = self._counting(lane.put)  # type: ignore[method-assign]
 
     def _counting(self, put: Any) -> Any:
@@ -217,11 +218,11 @@ class MemoryWorker:
     def start(self) -> None:
         """The lanes' decider tasks, as `coolant worker` starts them (`app.task`)."""
         p = self.pipeline
-        self._tasks = [asyncio.create_task(p._drive_outcomes()), asyncio.create_task(p._drive_health())]
+        self._tasks = [asyncio.create_task(p.intake.drive(topic)) for topic in p.intake.lanes]
 
     async def stop(self) -> None:
         """As on SIGTERM: let the batches in hand finish (`before_stop`), then end the tasks."""
-        await self.pipeline._drain()
+        await self.pipeline.drain()
         for task in self._tasks:
             task.cancel()
         for task in self._tasks:
@@ -245,7 +246,7 @@ class MemoryWorker:
         return out
 
     async def fetch(self, messages: list[Message]) -> None:
-        """One batch through the fast path's fetch loop (`LaneConsumer._drain_messages`), as if `getmany` had
+        """One batch through the lanes' fetch loop (`LaneConsumer._drain_messages`), as if `getmany` had
         returned `messages`: input messages go to their lane (unless read already), others to the conductor."""
         done = asyncio.Event()
 
@@ -291,17 +292,17 @@ class MemoryWorker:
     def recover(self, other: MemoryWorker) -> None:
         """Fill this worker's tables from the changelog records `other` sent (Faust's recovery, in memory)."""
         for table in self.pipeline.app.tables.values():
-            changelog = table.changelog_topic.get_topic_name()
-            for s in other.producer.on(changelog):
+            raw = RawTable(table)
+            for s in other.producer.on(raw.changelog):
                 if s.value is None:
-                    table.data.pop(s.key, None)
+                    raw.data.pop(s.key, None)
                 else:
-                    table.data[s.key] = s.value
+                    raw.data[s.key] = s.value
 
     @property
     def state_changelog(self) -> str:
         """The changelog topic of the enforced decider's request-path states."""
-        return str(self.pipeline.enforced.request_store.state_table.changelog_topic.get_topic_name())
+        return self.pipeline.enforced.request_store.state_table.changelog
 
     def partition(self, deployment_id: str) -> int:
         """The input partition a deployment's records belong on (murmur2, as the publishers' partitioner)."""

@@ -13,7 +13,7 @@ from coolant.config.loader import parse_config
 from coolant.processors.policy import Policy
 from coolant.processors.state import HealthState, PathState
 from coolant.schemas import Cooldown, Window, decode, encode
-from coolant.streams.admin_api import (
+from coolant.streams.admin_views import (
     FAUST_PAGES,
     HISTORY_KEEP,
     MAX_MANUAL_SECONDS,

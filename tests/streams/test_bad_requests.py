@@ -11,7 +11,9 @@ import orjson
 import pytest
 from aiohttp import web
 
-from coolant.streams.admin_api import JsonErrorRunner, json_errors
+from coolant.streams.admin_api import bad_request
+from coolant.streams.admin_views import json_errors
+from coolant.streams.faust.web import answer_bad_requests, runner_class
 
 
 @pytest.fixture
@@ -22,7 +24,7 @@ async def server() -> AsyncIterator[int]:
         return web.json_response({"ok": True})
 
     app.router.add_get("/ok", ok)
-    runner = JsonErrorRunner(app, access_log=None)
+    runner = runner_class(bad_request)(app, access_log=None)
     await runner.setup()
     site = web.TCPSite(runner, "127.0.0.1", 0)
     await site.start()
@@ -78,9 +80,8 @@ def test_the_worker_web_server_gets_the_runner() -> None:
     """What `AdminApi.register` does to Faust's aiohttp driver before it starts."""
     import faust
 
-    from coolant.streams.admin_api import json_error_runner
-
     app = faust.App(f"bad-requests-{id(object())}", broker="kafka://127.0.0.1:1", autodiscover=False)
     before = app.web._runner
-    json_error_runner(app.web)
-    assert isinstance(app.web._runner, JsonErrorRunner) and app.web._runner.app is before.app
+    answer_bad_requests(app.web, bad_request)
+    assert type(app.web._runner) is not type(before) and isinstance(app.web._runner, type(before))
+    assert app.web._runner.app is before.app

@@ -16,8 +16,9 @@ from coolant.config.loader import Config, load_config, parse_config
 from coolant.config.overrides import override
 from coolant.io.materializer import EarlyWrites
 from coolant.processors import Engine
-from coolant.schemas import Cooldown, HealthTransition, InvalidRecord, Outcome, decode, encode
+from coolant.schemas import Cooldown, HealthTransition, InvalidRecord, decode, encode
 from coolant.streams import metrics
+from coolant.streams.faust import RawTable
 from tests.integration.harness import T0, fleet_traffic, outcome, probe_traffic, write_config
 
 from .memory import MemoryWorker, Message
@@ -116,7 +117,7 @@ async def test_max_ejection_in_the_shell_is_replays_verdict(cfg: Config, tmp_pat
         assert await w.stage(w.names.candidates) == len(want) + len(suppressed)
     assert decoded(w.records(w.names.cooldowns)) == as_sorted(want)
     assert w.records(w.names.deadletter) == []
-    ejections = w.pipeline.enforced.ejection_table.changelog_topic.get_topic_name()
+    ejections = RawTable(w.pipeline.enforced.ejection_table).changelog
     assert len(w.producer.on(ejections)) == len(want)  # the group's ejection state saved on every pass
 
 
@@ -241,7 +242,7 @@ async def test_a_revocation_waits_for_the_batch_in_hand_and_leaves_what_was_fetc
     w.producer.hold()
     await w.deliver(w.names.outcomes, [auth_error("r1", "dep-02", 1)])
     await w.changed.until(lambda: w.producer.held >= 1, "the cooldown to be sent")
-    revoking = asyncio.create_task(p._on_partitions_revoked(app, {("outcomes", 0)}))
+    revoking = asyncio.create_task(p.fence.on_partitions_revoked(app, {("outcomes", 0)}))
     await asyncio.sleep(0.05)
     assert not revoking.done(), "the revocation must wait for the batch in hand"
     w.producer.release()
@@ -253,21 +254,21 @@ async def test_a_revocation_waits_for_the_batch_in_hand_and_leaves_what_was_fetc
     stale_before = metrics.RECORDS.labels(w.names.outcomes, "stale")._value.get()
     r2 = auth_error("r2", "dep-05", 2)
     during = Message(w.names.outcomes, w.partition("dep-05"), 0, b"dep-05", r2, generation_id=3)
-    await p._decide_batch(w.names.outcomes, Outcome, [during])  # taken before the new assignment came
+    await p.intake.decide_batch(w.names.outcomes, [during])  # taken before the new assignment came
     assert not w.records(w.names.cooldowns)[1:] and during not in w.consumer.acked
     plain = Message(w.names.outcomes, w.partition("dep-05"), 0, b"dep-05", r2, generation_id=3)
-    await p._decide_batch(w.names.outcomes, Outcome, [plain], ack=False)  # the plain path's take_events batch
+    await p.intake.decide_batch(w.names.outcomes, [plain], ack=False)  # Faust's agents' take_events batch
     assert plain.acked, "Faust's own acknowledgement of the batch must record nothing for a stale message"
 
     app.consumer_generation_id = 4  # the consumer took the new generation; Faust's assignment signal comes later
     late = Message(w.names.outcomes, w.partition("dep-05"), 1, b"dep-05", r2, generation_id=3)
-    await p._decide_batch(w.names.outcomes, Outcome, [late])  # fetched before the rebalance, taken after it
+    await p.intake.decide_batch(w.names.outcomes, [late])  # fetched before the rebalance, taken after it
     again = await w.deliver(w.names.outcomes, [r2])  # read again from the commit
     await w.changed.until(lambda: len(w.consumer.acked) == 2, "the re-read record to be acknowledged")
     assert w.consumer.acked[1] is again[0]
     assert metrics.RECORDS.labels(w.names.outcomes, "stale")._value.get() == stale_before + 3
     assert [cd["deployment_id"] for cd in w.records(w.names.cooldowns)] == ["dep-02", "dep-05"]
-    await p._on_partitions_assigned(app, {("outcomes", 0)})
+    await p.fence.on_partitions_assigned(app, {("outcomes", 0)})
 
     app.consumer_generation_id = 1  # a group deleted and made again counts its generations from the start
     await w.deliver(w.names.outcomes, [auth_error("r3", "dep-07", 3)])
@@ -319,7 +320,8 @@ class LoggedSink:
 
 
 def early_writes(w: MemoryWorker) -> None:
-    w.pipeline.early = EarlyWrites(LoggedSink(w), on_latency=metrics.STAGE["redis"].observe)  # type: ignore[arg-type]
+    early = EarlyWrites(LoggedSink(w), on_latency=metrics.STAGE["redis"].observe)  # type: ignore[arg-type]
+    w.pipeline.early = w.pipeline.enforced.early = early  # the drain's and the decider's
 
 
 async def test_an_early_write_goes_out_once_its_cooldown_is_durable_before_the_rest_of_the_batch(cfg: Config) -> None:
@@ -358,6 +360,6 @@ async def test_each_enforced_cooldown_times_its_stages_once(cfg: Config) -> None
         await w.deliver(w.names.outcomes, [auth_error("t1", "dep-00", 20), auth_error("t2", "dep-05", 21)])
         await w.settled()
         await w.changed.until(lambda: len(w.index("redis", "cooldown")) == 2, "both early writes")
-        await w.pipeline._drain()  # the early writes' own bookkeeping done
+        await w.pipeline.drain()  # the early writes' own bookkeeping done
     after = stage_counts()
     assert {stage: after[stage] - before[stage] for stage in after} == dict.fromkeys(metrics.COOLDOWN_STAGES, 2.0)

@@ -22,21 +22,15 @@ from tests.integration.harness import fleet_traffic, write_config
 
 
 @dataclass
-class FakeTopic:
-    name: str
-
-    def get_topic_name(self) -> str:
-        return self.name
-
-
-@dataclass
 class FakeTable:
+    """What `PathStore` uses of a table (`faust.RawTable`): its data and its changelog topic's name."""
+
     name: str
     data: dict[bytes, bytes] = field(default_factory=dict)
 
     @property
-    def changelog_topic(self) -> FakeTopic:
-        return FakeTopic(self.name + "-changelog")
+    def changelog(self) -> str:
+        return self.name + "-changelog"
 
 
 @dataclass

@@ -14,7 +14,7 @@ import pytest
 from coolant.config.loader import load_config
 from coolant.streams import metrics
 from coolant.streams.app import Pipeline, WorkerOptions
-from coolant.streams.faust_adapter import recovery_state
+from coolant.streams.faust import recovery_state
 from coolant.streams.monitor import StallWatch, awaiting
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "litellm.yaml"

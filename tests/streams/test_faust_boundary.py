@@ -1,8 +1,10 @@
-"""The version gate of the fast path (on an untested faust-streaming nothing private is installed), and the
-recovery watch."""
+"""The Faust boundary's version gate (an untested faust-streaming is refused, or allowed with nothing of the
+boundary installed), what each intake installs, the fetch settings, and the recovery watch."""
 
 from __future__ import annotations
 
+import asyncio
+from dataclasses import replace
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -11,59 +13,78 @@ import pytest
 from faust.types import TP
 
 from coolant.config.loader import load_config
-from coolant.streams import faust_adapter
+from coolant.streams import faust
 from coolant.streams.app import Pipeline, WorkerOptions
+from coolant.streams.faust import version
+from coolant.streams.faust.consumer import SeekSafeConsumer
+from coolant.streams.faust.producer import TrackedProducer
+from coolant.streams.faust.recovery import RecoveryWatch
+from coolant.streams.options import Intake
+from coolant.streams.worker import build_pipeline
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "litellm.yaml"
 
 
-def pipeline() -> Pipeline:
-    return Pipeline(load_config(EXAMPLE), WorkerOptions(web_port=16067, partitions=2), sink=None)
+def pipeline(**options: Any) -> Pipeline:
+    return Pipeline(load_config(EXAMPLE), WorkerOptions(web_port=16067, partitions=2, **options), sink=None)
 
 
-def test_tested_version_gets_the_fast_path(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.delenv(faust_adapter.PATH_ENV, raising=False)
+def test_a_tested_version_gets_the_lanes_and_the_guards() -> None:
     p = pipeline()
-    assert faust_adapter.faust_version() in faust_adapter.TESTED_FAUST
-    assert p.fast and p.plain_because is None
-    assert issubclass(p.app.transport.Consumer, faust_adapter.SeekSafeConsumer)
+    assert faust.faust_version() in faust.TESTED_FAUST
+    assert p.lanes_on and p.agents_because is None
+    assert issubclass(p.app.transport.Consumer, SeekSafeConsumer)
+    assert p.app.transport.Producer is TrackedProducer
+    assert "resume_if_suspended" in repr(p.app.flow_control.resume)
 
 
-def test_untested_version_installs_nothing(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.delenv(faust_adapter.PATH_ENV, raising=False)
-    monkeypatch.setattr(faust_adapter, "faust_version", lambda: "9.9.9")
-    p = pipeline()
-    assert not p.fast
-    assert not issubclass(p.app.transport.Consumer, faust_adapter.SeekSafeConsumer)
-    assert "resume_if_suspended" not in repr(p.app.flow_control.resume)
-    assert p.plain_because is not None and "9.9.9" in p.plain_because  # logged at start (the live tests check it)
-    assert set(p.app.agents) >= {"decide-outcomes", "decide-health"}
-
-
-def test_plain_on_a_tested_version_keeps_the_failover_guards(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv(faust_adapter.PATH_ENV, "plain")
-    p = pipeline()
-    assert not p.fast
-    assert p.plain_because is not None and faust_adapter.PATH_ENV in p.plain_because
-    consumer = p.app.transport.Consumer
-    assert issubclass(consumer, faust_adapter.SeekSafeConsumer)
-    assert consumer.__mro__[1] is faust_adapter.SeekSafeConsumer, "the plain path must not get the lane consumer"
-
-
-def test_a_misspelt_switch_is_an_error(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv(faust_adapter.PATH_ENV, "plian")
-    with pytest.raises(ValueError, match="plian"):
+def test_an_untested_version_is_refused_and_says_how_to_run_anyway(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(version, "faust_version", lambda: "9.9.9")
+    with pytest.raises(faust.UntestedFaust, match=r"9\.9\.9.*--allow-untested-faust.*failover guards"):
         pipeline()
 
 
-@pytest.mark.parametrize("path", ["fast", "plain"])
-async def test_the_fetch_settings_reach_the_kafka_consumer_on_both_paths(monkeypatch: pytest.MonkeyPatch,
-                                                                        path: str) -> None:
+def test_an_untested_version_is_refused_before_the_worker_connects(monkeypatch: pytest.MonkeyPatch) -> None:
+    """`coolant worker` checks before it creates topics: the refusal is the error, not an unreachable broker."""
+    monkeypatch.setattr(version, "faust_version", lambda: "9.9.9")
+    cfg = load_config(EXAMPLE)
+    cfg = replace(cfg, runtime=replace(cfg.runtime, kafka=replace(cfg.runtime.kafka, bootstrap_servers="127.0.0.1:9")))
+    loop = asyncio.new_event_loop()
+    try:
+        with pytest.raises(faust.UntestedFaust):
+            build_pipeline(cfg, WorkerOptions(), loop)
+    finally:
+        loop.close()
+
+
+def test_an_untested_version_allowed_installs_nothing_and_says_what_is_lost(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(version, "faust_version", lambda: "9.9.9")
+    p = pipeline(allow_untested_faust=True)
+    assert not p.lanes_on
+    assert not issubclass(p.app.transport.Consumer, SeekSafeConsumer)
+    assert p.app.transport.Producer is not TrackedProducer
+    assert "resume_if_suspended" not in repr(p.app.flow_control.resume)
+    assert p.agents_because is not None and "9.9.9" in p.agents_because  # logged at start (the live tests check it)
+    assert "failover guards" in p.agents_because and "recovery watch" in p.agents_because
+    assert set(p.app.agents) >= {"decide-outcomes", "decide-health"}
+
+
+def test_agents_on_a_tested_version_keep_the_failover_guards() -> None:
+    p = pipeline(intake="agents")
+    assert not p.lanes_on
+    assert p.agents_because is not None and "--intake agents" in p.agents_because
+    consumer = p.app.transport.Consumer
+    assert issubclass(consumer, SeekSafeConsumer)
+    assert consumer.__mro__[1] is SeekSafeConsumer, "Faust's agents must not get the lanes' consumer"
+    assert p.app.transport.Producer is TrackedProducer
+    assert set(p.app.agents) >= {"decide-outcomes", "decide-health"}
+
+
+@pytest.mark.parametrize("intake", ["lanes", "agents"])
+async def test_the_fetch_settings_reach_the_kafka_consumer_on_both_intakes(intake: Intake) -> None:
     """--fetch-max-wait-ms / --fetch-min-bytes: set on the aiokafka consumer Faust's thread creates (Faust itself
     fixes 1500 ms and 1 byte), for this app only."""
-    monkeypatch.setenv(faust_adapter.PATH_ENV, path)
-    opts = WorkerOptions(web_port=16067, partitions=2, fetch_max_wait_ms=7, fetch_min_bytes=1234)
-    p = Pipeline(load_config(EXAMPLE), opts, sink=None)
+    p = pipeline(intake=intake, fetch_max_wait_ms=7, fetch_min_bytes=1234)
     other = pipeline()  # another app in the same process keeps its own (the defaults)
     async def conductor(message: object) -> None:
         """Never called: the consumer is not started."""
@@ -116,7 +137,7 @@ async def test_a_changelog_partition_whose_recovery_stands_still_behind_the_fetc
     lost, busy = TP("app-request-state-changelog", 2), TP("app-request-seen-changelog", 0)
     recovery = _Recovery({lost: -1, busy: 3}, {lost: 9, busy: 40})
     consumer = _Consumer({lost: 10, busy: 20})
-    watch = faust_adapter.RecoveryWatch(SimpleNamespace(tables=SimpleNamespace(recovery=recovery), consumer=consumer))
+    watch = RecoveryWatch(SimpleNamespace(tables=SimpleNamespace(recovery=recovery), consumer=consumer))
     await watch.tick()
     assert consumer.sought == [], "one look is no evidence: the records may be on their way"
     recovery.active_offsets[busy] = 12  # this one moved on
