@@ -284,3 +284,21 @@ def test_the_pinned_faust_is_a_tested_one() -> None:
     pins = [line.split("==")[1].strip('", ') for line in pyproject.splitlines() if '"faust-streaming==' in line]
     assert pins and set(pins) <= TESTED_FAUST
     assert faust_version() in TESTED_FAUST
+
+
+OUTSIDE_FORBIDDEN = frozenset({"changelog_topic", "generation_id", "consumer_generation_id", "acked", "flow_control"})
+"""Faust internals with public names that only the boundary may touch (besides every private name)."""
+
+
+def test_no_reach_outside_the_boundary() -> None:
+    """The rest of coolant reaches Faust's internals only through coolant/streams/faust/."""
+    forbidden = OUTSIDE_FORBIDDEN | {name for _, name, _ in REACHES if name.startswith("_")}
+    found: dict[str, set[str]] = {}
+    for path in sorted((ROOT / "coolant").rglob("*.py")):
+        if path in BOUNDARY:
+            continue
+        tree = ast.parse(path.read_text())
+        used = {node.attr for node in ast.walk(tree) if isinstance(node, ast.Attribute)} & forbidden
+        if used - _own_names(tree):
+            found[str(path.relative_to(ROOT))] = used - _own_names(tree)
+    assert not found, f"Faust internals touched outside coolant/streams/faust/: {found}"
