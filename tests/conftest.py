@@ -19,12 +19,13 @@ import subprocess
 import sys
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING, NoReturn
+from typing import TYPE_CHECKING
 
 import pytest
 
 from tests import containers_support as containers
 from tests.support import hypothesis as hypothesis_profiles
+from tests.support.brokers import unavailable
 
 if TYPE_CHECKING:
     from tests.integration.harness import Case
@@ -45,13 +46,6 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         if SERVICE_FIXTURES & set(getattr(item, "fixturenames", ())) and item.get_closest_marker("integration") is None:
             item.add_marker(pytest.mark.integration)
-
-
-def _unavailable(what: str, why: str) -> NoReturn:
-    msg = f"{what} unavailable: {why}"
-    if os.environ.get("REQUIRE_INTEGRATION") == "1":
-        pytest.fail(msg, pytrace=False)
-    pytest.skip(msg)
 
 
 def _start_local(script: str, key: str) -> str:
@@ -87,7 +81,7 @@ def kafka_bootstrap() -> Iterator[str]:
     try:
         addr = _start_local("kafka-local", "KAFKA_BOOTSTRAP")
     except RuntimeError as exc:
-        _unavailable("kafka", f"no KAFKA_BOOTSTRAP, no Docker engine with a Kafka image, and {exc}")
+        unavailable(f"kafka unavailable: no KAFKA_BOOTSTRAP, no Docker engine with a Kafka image, and {exc}")
     yield addr
 
 
@@ -104,7 +98,7 @@ def redis_url() -> Iterator[str]:
     try:
         url = _start_local("redis-local", "REDIS_URL")
     except RuntimeError as exc:
-        _unavailable("redis", f"no REDIS_URL, no Docker engine with a Redis image, and {exc}")
+        unavailable(f"redis unavailable: no REDIS_URL, no Docker engine with a Redis image, and {exc}")
     yield url
 
 

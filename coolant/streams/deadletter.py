@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import base64
 import logging
+from collections.abc import AsyncIterator
 from typing import Any, TypeVar, cast
 
 import orjson
@@ -113,3 +114,13 @@ class DeadLetters:
                 await self.send(message, f"schema: expected {expected.schema} on {message.topic}, got {rec.schema}")
             return None
         return cast(R, rec)
+
+    async def records(
+        self, stream: Any, expected: type[R], *, dead_letter: bool = True,
+    ) -> AsyncIterator[tuple[Any, R]]:
+        """An agent's stream as (message, record) pairs of the `expected` type; the others skipped (and
+        dead-lettered, unless `dead_letter` is False: another agent of the same topic reports them)."""
+        async for event in stream.events():
+            rec = await self.decoded(event.message, expected, dead_letter=dead_letter)
+            if rec is not None:
+                yield event.message, rec

@@ -197,29 +197,23 @@ class Decider:
         history = self.history
         assert history is not None
         deadletters = self.ctx.deadletters
-        async for event in stream.events():
-            cd = await deadletters.decoded(event.message, Cooldown, dead_letter=False)
-            if cd is None:
-                continue
+        async for message, cd in deadletters.records(stream, Cooldown, dead_letter=False):
             try:
                 key = cd.deployment_id.encode()
                 value = admin_views.history_add(history.data.get(key), cd)
                 if value is not None:
-                    await history.write(self.ctx.app.producer, key, value, event.message.partition)
+                    await history.write(self.ctx.app.producer, key, value, message.partition)
             except Exception as exc:  # P1
-                await deadletters.failed(event.message, exc, "cooldown history")
+                await deadletters.failed(message, exc, "cooldown history")
 
     async def _ejection_agent(self, stream: Any) -> None:
         """X3 over candidates keyed by model group, so one group's candidates meet in one place."""
         deadletters = self.ctx.deadletters
-        async for event in stream.events():
-            cd = await deadletters.decoded(event.message, Cooldown)
-            if cd is None:
-                continue
+        async for message, cd in deadletters.records(stream, Cooldown):
             try:
-                await self._eject(cd, event.value)
+                await self._eject(cd, message.value)
             except Exception as exc:  # P1
-                await deadletters.failed(event.message, exc, "ejection")
+                await deadletters.failed(message, exc, "ejection")
 
     async def _eject(self, cd: Cooldown, value: bytes) -> None:
         """One candidate through X3 (the group's active ejections are cached, persisted on a pass)."""

@@ -64,17 +64,14 @@ class Sinks:
     async def materialize_cooldowns(self, stream: Any) -> None:
         """Cooldown records -> LiteLLM's Redis keys. Not acknowledged until written (retries inside)."""
         deadletters = self.ctx.deadletters
-        async for event in stream.events():
-            cd = await deadletters.decoded(event.message, Cooldown)
-            if cd is None:
-                continue
+        async for message, cd in deadletters.records(stream, Cooldown):
             if self.early is not None and self.early.written_early(cd.event_id):
                 metrics.REDIS_WRITES.labels("cooldown", "written early").inc()
                 continue
             try:
                 written = await self.sink.write_with_retry(cd, on_error=self.redis_error)
             except Exception as exc:  # P1: Redis refused this value (transient errors are retried inside)
-                await deadletters.failed(event.message, exc, "materializer")
+                await deadletters.failed(message, exc, "materializer")
                 continue
             metrics.REDIS_WRITES.labels("cooldown", "written" if written else "skipped").inc()
             if written:

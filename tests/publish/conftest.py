@@ -20,7 +20,7 @@ import pytest
 from aiokafka import AIOKafkaConsumer
 
 from coolant.schemas import Outcome
-from tests.support.brokers import LocalKafka
+from tests.support.brokers import LocalKafka, unavailable
 
 ROOT = Path(__file__).resolve().parents[2]
 HANG_GUARD_S = 30.0
@@ -85,17 +85,12 @@ async def wait_until(predicate: Any, timeout: float, what: str) -> float:
 def spare_kafka(tmp_path_factory: pytest.TempPathFactory, kafka_bootstrap: str) -> Iterator[LocalKafka]:
     """Started once to prove it can run, then left stopped: each test starts and stops it as it needs."""
     if shutil.which("java") is None and not os.environ.get("JAVA_HOME"):
-        msg = "spare kafka unavailable: no java"
-        if os.environ.get("REQUIRE_INTEGRATION") == "1":
-            pytest.fail(msg, pytrace=False)
-        pytest.skip(msg)
+        unavailable("spare kafka unavailable: no java")
     spare = LocalKafka(tmp_path_factory.mktemp("spare-kafka"))
     try:
         spare.start()
     except RuntimeError as exc:
-        if os.environ.get("REQUIRE_INTEGRATION") == "1":
-            pytest.fail(str(exc), pytrace=False)
-        pytest.skip(str(exc))
+        unavailable(str(exc))
     spare.stop()
     try:
         yield spare

@@ -12,12 +12,22 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import NoReturn
+
+import pytest
 
 from tests.support.ports import free_ports
 
 ROOT = Path(__file__).resolve().parents[2]
 START_TIMEOUT = 900.0
 """A first start on a fresh machine downloads the broker's jars with Maven."""
+
+
+def unavailable(why: str) -> NoReturn:
+    """A service a test needs cannot be had: the test fails under `REQUIRE_INTEGRATION=1` (CI), else it skips."""
+    if os.environ.get("REQUIRE_INTEGRATION") == "1":
+        pytest.fail(why, pytrace=False)
+    pytest.skip(why)
 
 
 def _shared_state() -> Path:
