@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from coolant.processors.policy import CATEGORIES, AllowedFailsPolicy
+from coolant.processors.redact import redact
 
 # §3.7, exception name -> categories, in resolution order. Names of the last row map to ().
 _BY_NAME: dict[str, tuple[str, ...]] = {
@@ -58,10 +59,13 @@ assert set(CANONICAL_NAME) == set(CATEGORIES)
 
 
 def exception_name(exception_type: str | None) -> str | None:
-    """N1: drop any dotted prefix (`litellm.RateLimitError` -> `RateLimitError`)."""
+    """N1: drop any dotted prefix (`litellm.RateLimitError` -> `RateLimitError`).
+
+    Of the redacted text (S1): the name is what the cooldown record shows, and the last dotted part of a secret
+    (a JWT's signature) has no shape left to redact. A name without a secret is the same either way."""
     if exception_type is None:
         return None
-    return exception_type.rpartition(".")[2]
+    return redact(exception_type).rpartition(".")[2]
 
 
 def is_known_name(name: str | None) -> bool:

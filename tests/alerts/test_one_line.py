@@ -60,6 +60,7 @@ def test_a_library_error_repeated_during_an_outage_is_one_line_then_a_count(capl
     conn, fetcher = logging.getLogger("aiokafka.conn.test"), logging.getLogger("aiokafka.fetcher.test")
     for lg in (conn, fetcher):
         lg.addFilter(repeats)
+        lg.setLevel(logging.DEBUG)  # whatever level another test left "aiokafka" at
     try:
         with caplog.at_level(logging.INFO):
             for i in range(2200):  # a broker restart: every connection's every retry
@@ -78,6 +79,7 @@ def test_a_library_error_repeated_during_an_outage_is_one_line_then_a_count(capl
     finally:
         for lg in (conn, fetcher):
             lg.removeFilter(repeats)
+            lg.setLevel(logging.NOTSET)
 
 
 def test_repeats_go_on_every_library_logger() -> None:

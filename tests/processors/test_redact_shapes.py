@@ -150,3 +150,13 @@ def test_a_big_record_is_redacted_quickly_enough_to_matter_not() -> None:
     raw = (b'{"password": "hunter2", "token": "t0ken", "pad": "' + b"x" * 100 + b'"}\n') * 6000
     out = redact_bytes(raw)
     assert b"hunter2" not in out and b"t0ken" not in out and out.count(REDACTED.encode()) == 12000
+
+
+def test_a_secret_in_the_exception_type_leaves_no_part_behind() -> None:
+    """N1 keeps the last dotted part of a type; of a JWT that is its signature, which no longer looks like one."""
+    from coolant.processors.categories import exception_name
+
+    jwt = "eyJhbGciOiJSUzI1NiJ9.eyJzdWIiOiJzdmMtYWNjb3VudCJ9.Zm9vYmFyYmF6cXV4cXV1eA"
+    name = exception_name(f"AuthenticationError {jwt}")
+    assert name is not None and "Zm9vYmFy" not in name and REDACTED in name
+    assert exception_name("litellm.RateLimitError") == "RateLimitError"
