@@ -2,11 +2,13 @@
 
     scripts/kafka-local start && scripts/redis-local start
     .venv/bin/python bench/onset_proxies.py [--onsets 1,15,30,45,59] [--repeat 2] [--rate 30] [--coolant fast]
+        [--num-retries N] [--json FILE]
 
 `bench/onset_compare.py` runs the same incident on three Routers in one process; here each pod is its own
 `litellm --config` process (LiteLLM 1.110.2, as a deployment runs it), driven by the `openai` SDK
-(`AsyncOpenAI`, `max_retries=0`) at --rate requests/s round-robin over the three proxies of a side, so every
-failed upstream call is an error a user sees (router `num_retries: 0`). Upstream: the fake OpenAI server of the
+(`AsyncOpenAI`, `max_retries=0`) at --rate requests/s round-robin over the three proxies of a side. Both sides'
+routers run with LiteLLM's default retries (`num_retries` unset), or --num-retries N (0: every failed upstream
+call is an error a user sees). Upstream: the fake OpenAI server of the
 LiteLLM tests (`tests/litellm/support_litellm.FakeOpenAI`). After --warmup seconds of successes, deployment C
 answers 500 from a chosen second of the wall-clock minute (the onset) for --incident seconds. Both sides run side
 by side on the same upstream switch, each run with its own deployments A, B, C:
@@ -17,7 +19,9 @@ by side on the same upstream switch, each run with its own deployments A, B, C:
             --coolant fast (default): `COOLANT_CONFIG` too, so the pods' fast path decides, including PF (the
             pod's own D7 counters, docs/windows.md §6); --coolant push: no config, the worker decides alone.
 
-Prints per onset the failed requests of each side (per run); coolant's cooldown records per incident of C
+Prints per onset the failed requests of each side (per run; --json FILE writes, per onset, `onset`, the mean
+failed requests of `litellm` and of `coolant` over the runs, the `runs`, and the `load` average after them);
+coolant's cooldown records per incident of C
 (`onset_compare.incidents`: a record at or after the current end opens a new incident, so a re-cool after an
 expiry is a new one); and where coolant's failed requests come from (`sources`: C's failed attempts, by when the
 proxy started them against the worker's cooldown spans: the crossing, re-cools after an expiry, in flight,
@@ -77,10 +81,13 @@ from tests.integration.harness import (  # noqa: E402
 )
 
 
-def proxy_config(path: Path, models: list[dict[str, Any]], mode: str, namespace: str) -> Path:
+def proxy_config(path: Path, models: list[dict[str, Any]], mode: str, namespace: str,
+                 num_retries: int | None) -> Path:
     u = urlparse(REDIS_URL)
     router: dict[str, Any] = {"redis_host": u.hostname or "127.0.0.1", "redis_port": u.port or 6379,
-                              "num_retries": 0, "cache_kwargs": {"namespace": namespace}}
+                              "cache_kwargs": {"namespace": namespace}}
+    if num_retries is not None:
+        router["num_retries"] = num_retries
     cfg: dict[str, Any] = {"model_list": models, "router_settings": router}
     if mode == "coolant":
         router["disable_cooldowns"] = True
@@ -139,7 +146,7 @@ async def main_async(a: argparse.Namespace) -> None:
     worker.start()
     sides: dict[str, list[Proxy]] = {m: [] for m in MODES}
     for mode in MODES:
-        config = proxy_config(workdir / f"proxy-{mode}.yaml", models[mode], mode, namespace)
+        config = proxy_config(workdir / f"proxy-{mode}.yaml", models[mode], mode, namespace, a.num_retries)
         for i in range(PODS):
             env = {}
             if mode == "coolant":
@@ -150,6 +157,7 @@ async def main_async(a: argparse.Namespace) -> None:
                     env["COOLANT_CONFIG"] = str(worker_config)
             sides[mode].append(Proxy(f"{mode}-{i}", config, env, workdir))
     results: dict[tuple[int, str], list[int]] = {}
+    loads: dict[int, tuple[float, float, float]] = {}
     requests: list[dict[str, Any]] = []
     try:
         await worker.wait_ready()
@@ -158,7 +166,9 @@ async def main_async(a: argparse.Namespace) -> None:
                 await p.wait_ready()
                 for _ in range(3):
                     await p.client.chat.completions.create(model=f"{tag}-{mode}-warmup", messages=MESSAGES)
-        print(f"worker and {2 * PODS} proxies ready after {time.monotonic() - t_start:.0f} s; {a.rate:g} requests/s "
+        retries = "unset" if a.num_retries is None else a.num_retries
+        print(f"worker and {2 * PODS} proxies ready (num_retries {retries}) after {time.monotonic() - t_start:.0f} s; "
+              f"{a.rate:g} requests/s "
               f"over {PODS} proxies per side; C fails from the onset for {a.incident:g} s after {a.warmup:g} s of "
               f"warm-up; coolant pods: {a.coolant}; worker recool_coalesce {a.coalesce}; logs in {workdir}",
               flush=True)
@@ -180,6 +190,7 @@ async def main_async(a: argparse.Namespace) -> None:
             await switched
             for mode, (failed, _) in zip(MODES, runs, strict=True):
                 results.setdefault((onset, mode), []).append(failed)
+            loads[onset] = os.getloadavg()
             print(f"  onset :{onset:02d} run {rep + 1}: " + ", ".join(
                 f"{m} {f} failed of {n}" for m, (f, n) in zip(MODES, runs, strict=True)), flush=True)
         await asyncio.sleep(3.0)  # the last records reach the worker, then it works through them
@@ -192,6 +203,8 @@ async def main_async(a: argparse.Namespace) -> None:
         cooldowns = [orjson.loads(m.value) for m in await read_topic(BOOTSTRAP, prefix + "cooldowns")]
         outcomes = [orjson.loads(m.value) for m in await read_topic(BOOTSTRAP, prefix + "outcomes")]
         report(a, tag, onsets, results, cooldowns, requests, outcomes)
+        if a.json:
+            write_json(Path(a.json), onsets, results, loads)
         if a.dump:
             dump(Path(a.dump), tag, onsets, a, results, requests, cooldowns, outcomes)
     finally:
@@ -203,6 +216,15 @@ async def main_async(a: argparse.Namespace) -> None:
         await delete_topics(BOOTSTRAP, [prefix, f"{tag}-app"])
         await delete_redis_keys(REDIS_URL, f"{namespace}:")
     print(f"total {time.monotonic() - t_start:.0f} s")
+
+
+def write_json(path: Path, onsets: list[int], results: dict[tuple[int, str], list[int]],
+               loads: dict[int, tuple[float, float, float]]) -> None:
+    """--json: per onset, the mean failed requests of each side over its runs, and the load after them."""
+    rows = [{"onset": onset, "litellm": statistics.mean(results[(onset, "litellm")]),
+             "coolant": statistics.mean(results[(onset, "coolant")]), "runs": len(results[(onset, "coolant")]),
+             "load": list(loads.get(onset, ()))} for onset in onsets]
+    path.write_text(orjson.dumps(rows, option=orjson.OPT_INDENT_2).decode() + "\n")
 
 
 SOURCES = ("crossing", "crossing in flight", "re-cool", "re-cool in flight", "while cooled")
@@ -223,7 +245,7 @@ def spans(cooldowns: list[dict[str, Any]]) -> list[tuple[float, float, int]]:
 
 
 def sources(outcomes: list[dict[str, Any]], cooldowns: list[dict[str, Any]], onset: float) -> Counter[str]:
-    """C's failed attempts after the onset (each one a failed request: no retries), by when the proxy started
+    """C's failed attempts after the onset (retries included), by when the proxy started
     the attempt (`ts - latency_ms`, just after routing it) against the worker's cooldown spans: before the first
     span opened (`crossing`: the rate had not crossed yet); after a span ended, before the next opened
     (`re-cool`: the first failures after an expiry, which re-cool); inside a span (`while cooled`: the pod had
@@ -317,6 +339,10 @@ def main() -> None:
     p.add_argument("--dump", metavar="DIR", help="also write the requests, outcome and cooldown records there "
                                                  "(JSON lines)")
     p.add_argument("--report", metavar="DIR", help="print the report of a --dump directory again, run nothing")
+    p.add_argument("--num-retries", type=int, default=None, metavar="N",
+                   help="router_settings.num_retries on both sides (default: unset, LiteLLM's default)")
+    p.add_argument("--json", metavar="FILE", help="write per onset {onset, litellm, coolant, runs, load} there "
+                                                  "(mean failed requests over the runs)")
     a = parsed(p)
     if a.report:
         report_again(Path(a.report))

@@ -76,6 +76,7 @@ from litellm.integrations.custom_logger import CustomLogger
 
 from coolant.integrations.litellm_attempts import Seen, attempt_key, from_deployment_hook, metadata, request_of
 from coolant.integrations.litellm_cooldowns import CooldownFeed, LocalCooldowns, local_cooldowns
+from coolant.integrations.litellm_streams import StreamFailure, on_loop, watch_stream_failures
 from coolant.integrations.ratelimit_headers import logged_headers, quota_fields
 from coolant.io.materializer import RedisSink
 from coolant.processors.policy import Policy
@@ -255,6 +256,15 @@ def _retry_after(exc: BaseException) -> str | None:
     return None
 
 
+def _status(exc: BaseException) -> int | None:
+    """The HTTP status the deployment answered. A connection error got none: LiteLLM's `APIConnectionError`
+    carries a placeholder 500, while its logging hooks see the SDK's error without a status; either way the
+    record has none (a timeout keeps its 408)."""
+    if type(exc).__name__ == "APIConnectionError":
+        return None
+    return _int(getattr(exc, "status_code", None))
+
+
 def _message(exc: BaseException) -> str | None:
     try:
         text = str(exc)
@@ -366,7 +376,7 @@ def build_outcome(
         deployment_id=deployment_id,
         model_group=model_group,
         ok=ok,
-        status_code=None if failure is None else _int(getattr(failure, "status_code", None)),
+        status_code=None if failure is None else _status(failure),
         exception_type=CALLER_LEFT[0] if left else None if failure is None else type(failure).__name__,
         exception_message=CALLER_LEFT[1] if left else None if failure is None else _message(failure),
         retry_after=None if failure is None else _retry_after(failure),
@@ -483,6 +493,7 @@ class CoolantCallback(CustomLogger):
         self._writes: set[asyncio.Task[None]] = set()
         for router in routers:
             self.attach(router)
+        watch_stream_failures(_stream_listeners)
 
     # -- LiteLLM's hooks: sync requests (Router.completion) --
 
@@ -513,6 +524,13 @@ class CoolantCallback(CustomLogger):
             self._failed()
             return
         await self._handle_async(kwargs, start, datetime.now(), False)  # naive local time, as LiteLLM's own
+
+    def on_stream_failure(self, call_kwargs: Mapping[str, Any], error: BaseException) -> None:
+        """A stream attempt failed after it opened (`coolant.integrations.litellm_streams`): published on the
+        running loop, unless a logging hook reported it first."""
+        kwargs, start = from_deployment_hook(call_kwargs, error)
+        end = datetime.now()
+        on_loop(lambda: self._handle_async(kwargs, start, end, False))
 
     # -- the rest --
 
@@ -872,6 +890,14 @@ def _resolve_fast(policy: Policy | None, config: str | os.PathLike[str] | None, 
              f"on ({len(policy.registry.entries)} deployments)",
              f"from Redis, key prefix {prefix!r}" if url else "off (no Redis URL)")
     return _FastConfig(policy, url, prefix)
+
+
+def _stream_listeners() -> list[StreamFailure]:
+    """The `CoolantCallback`s LiteLLM runs, as it finds its own loggers (each once, over all its lists)."""
+    import litellm
+
+    loggers = litellm.logging_callback_manager.get_custom_loggers_for_type(CoolantCallback)
+    return [cb.on_stream_failure for cb in loggers if isinstance(cb, CoolantCallback)]
 
 
 def _in_running_loop() -> bool:

@@ -11,7 +11,6 @@ import asyncio
 import contextlib
 import json
 import os
-import socket
 import subprocess
 import sys
 import threading
@@ -28,6 +27,8 @@ if str(ROOT) not in sys.path:  # `tests.integration.harness` when pytest is not 
     sys.path.insert(0, str(ROOT))
 
 from aiohttp import web  # noqa: E402
+
+from tests.support.ports import free_port  # noqa: E402
 
 GOOD_KEY = "sk-good"
 BAD_KEY = "sk-broken"
@@ -134,17 +135,20 @@ class FakeOpenAI:
             _drop(request)
             return response
         count = STREAM_CHUNKS if mode == "cut" else SLOW_CHUNKS
-        for i in range(count):
-            await response.write(_chunk(model, f"t{i} "))
-            if mode == "slow":
-                await asyncio.sleep(SLOW_EVERY)
-        if mode == "cut":
-            await asyncio.sleep(0.05)  # the chunks reach the caller before the connection dies
-            _drop(request)
-            return response
-        await response.write(_chunk(model, None, "stop"))
-        await response.write(b"data: [DONE]\n\n")
-        await response.write_eof()
+        try:
+            for i in range(count):
+                await response.write(_chunk(model, f"t{i} "))
+                if mode == "slow":
+                    await asyncio.sleep(SLOW_EVERY)
+            if mode == "cut":
+                await asyncio.sleep(0.05)  # the chunks reach the caller before the connection dies
+                _drop(request)
+                return response
+            await response.write(_chunk(model, None, "stop"))
+            await response.write(b"data: [DONE]\n\n")
+            await response.write_eof()
+        except ConnectionResetError:  # the caller left mid-stream
+            pass
         return response
 
     async def _start(self) -> None:
@@ -191,12 +195,6 @@ def deployment(dep_id: str, group: str, api_base: str | None = None, *, key: str
 MESSAGES = [{"role": "user", "content": "hi"}]
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 class Proxy:
     """One `litellm --config` process on a free port of 127.0.0.1, as a deployment runs it, logging to a file.
 
@@ -206,7 +204,7 @@ class Proxy:
     """
 
     def __init__(self, name: str, config: Path, env: dict[str, str], workdir: Path, timeout: float = 30.0) -> None:
-        self.name, self.port, self.timeout = name, _free_port(), timeout
+        self.name, self.port, self.timeout = name, free_port(), timeout
         self.key = f"sk-{uuid.uuid4().hex}"
         self.log_path = workdir / f"{name}.log"
         self.log = self.log_path.open("wb")
@@ -234,7 +232,7 @@ class Proxy:
         self.log.flush()
         return self.log_path.read_text(errors="replace")[-chars:]
 
-    def ready(self, timeout: float = 300.0) -> None:
+    def ready(self, timeout: float = 600.0) -> None:
         """Block until the proxy serves (it lists its models)."""
         import openai
 
@@ -259,7 +257,7 @@ class Proxy:
             self.proc.wait(20)
         self.log.close()
 
-    async def wait_ready(self, timeout: float = 300.0) -> None:
+    async def wait_ready(self, timeout: float = 600.0) -> None:
         await asyncio.to_thread(self.ready, timeout)
 
     async def stop(self) -> None:

@@ -29,7 +29,8 @@ from coolant.integrations.litellm import CoolantCallback  # noqa: E402
 from coolant.schemas import Outcome  # noqa: E402
 from tests.integration.harness import create_topics, delete_topics, read_json  # noqa: E402
 
-pytestmark = [pytest.mark.integration, pytest.mark.filterwarnings("ignore:.*ReadOnly.*:UserWarning")]
+pytestmark = [pytest.mark.integration, pytest.mark.filterwarnings("ignore:.*ReadOnly.*:UserWarning"),
+              pytest.mark.timeout(1200)]  # a proxy takes minutes to start on a loaded machine
 
 SETTLE = 1.5
 """Seconds to keep listening once the expected records are there: a repeat would come within them."""
@@ -307,4 +308,40 @@ async def test_proxy_stream_dies_mid_answer(proxy_run: ProxyRun) -> None:
     assert calls_since(proxy_run.fake, before) == 1
     assert (rec["ok"], rec.get("status_code"), rec["exception_type"], rec["origin"]) == (
         False, None, "APIConnectionError", "upstream")
+    await client.close()
+
+
+async def test_proxy_stream_dies_after_a_failed_attempt(proxy_run: ProxyRun) -> None:
+    """Three 500s, then the fallback's stream dies mid-answer: the request's logging object has logged a failure
+    already, so no logging hook hears of the stream's; it is published all the same (`litellm_streams`)."""
+    before = Counter(proxy_run.fake.calls)
+    client = proxy_run.proxy.new_client()
+    n, exc = await consume(await client.chat.completions.create(model=proxy_run.group("fbcut"), messages=MESSAGES,
+                                                                stream=True))
+    assert n == STREAM_CHUNKS and exc is not None
+    got = await proxy_run.records("fbcut", 4)
+    assert calls_since(proxy_run.fake, before) == 4
+    dep = f"{proxy_run.group('fbcut')}-d"
+    assert rows(got) == [(dep, False, 500, 0, False, "upstream"), (dep, False, 500, 1, False, "upstream"),
+                         (dep, False, 500, 2, True, "upstream"), (f"{proxy_run.group('fbcut')}-to-d", False, None, 3,
+                                                                  False, "upstream")]
+    assert got[-1]["exception_type"] == "APIConnectionError"
+    await client.close()
+
+
+async def test_proxy_caller_leaves_a_stream(proxy_run: ProxyRun) -> None:
+    """The caller closes the stream half-way: one attempt, published as a failure with origin "caller"."""
+    before = Counter(proxy_run.fake.calls)
+    client = proxy_run.proxy.new_client()
+    stream = await client.chat.completions.create(model=proxy_run.group("slow"), messages=MESSAGES, stream=True)
+    read = 0
+    async for _ in stream:
+        read += 1
+        if read == 5:
+            break
+    await stream.close()
+    [rec] = await proxy_run.records("slow", 1)
+    assert calls_since(proxy_run.fake, before) == 1
+    assert (rec["ok"], rec.get("status_code"), rec["exception_type"], rec["origin"]) == (
+        False, None, "ClientDisconnected", "caller")
     await client.close()
