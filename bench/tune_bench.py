@@ -1,12 +1,14 @@
-"""`coolant tune` throughput: one recording × a 12-policy grid, in parallel processes.
+"""`coolant tune` throughput: one recording × a 12-policy grid, in parallel processes, against one replay of it.
 
-    .venv/bin/python bench/tune_bench.py [--records 1000000] [--jobs N]
+    .venv/bin/python bench/tune_bench.py [--stream success|incident] [--records 1000000] [--jobs N]
+                                        [--backend auto|native|python] [--json FILE]
 
-Generates bench/out/fleet.jsonl (bench/fleet_traffic.py: 2,000 deployments, incident bursts) if
-missing, then runs what `coolant tune` runs, timing each phase:
+Generates the stream if missing (bench/replay_bench.py's: success = bench/fleet_traffic.py, incident =
+bench/incident_traffic.py), then runs what `coolant tune` runs, timing each phase:
   read     reading + decoding + validating every record once, and indexing the traffic;
   grid     12 policies (router allowed_fails null/0/3 × window tumbling/sliding × backoff off/on),
            each a full replay plus its metrics, over --jobs worker processes (default: CPU count);
+then one `coolant replay` of the same file on the same backend (its ratio to the tune run is the goal's figure),
 and prints the wall time and records × policies per second (of the grid phase and overall), and
 the CPU time the grid used (records × policies per CPU-second is the per-core rate, which holds on
 a busy machine too). Peak RSS is shown for the parent and for the largest worker.
@@ -17,19 +19,20 @@ from __future__ import annotations
 import argparse
 import os
 import resource
-import subprocess
-import sys
 import time
 from pathlib import Path
+
+import orjson
+from replay_bench import run_replay, stream_files
 
 from coolant.config.loader import load_config
 from coolant.config.yaml_read import load_yaml
 from coolant.io.sources import read_blocks
+from coolant.native_backend import BACKENDS, resolve
 from coolant.tuning.grid import build_grid, parse_axis
 from coolant.tuning.runner import GridRun, default_jobs
 from coolant.tuning.traffic import load_recording
 
-OUT = Path(__file__).parent / "out"
 GRID = (
     "router_settings.allowed_fails=null,0,3",
     "coolant.window=tumbling,sliding",
@@ -47,20 +50,20 @@ def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--records", type=int, default=1_000_000)
     p.add_argument("--jobs", type=int, default=default_jobs())
+    p.add_argument("--stream", choices=("success", "incident"), default="incident")
+    p.add_argument("--backend", choices=BACKENDS, default="auto")
+    p.add_argument("--json", type=Path, help="write the figures here")
     a = p.parse_args()
-    data, config = OUT / "fleet.jsonl", OUT / "fleet.yaml"
-    lines = sum(1 for _ in data.open("rb")) if data.exists() else 0
-    if lines != a.records or not config.exists():
-        print(f"generating {a.records:,} records ...", file=sys.stderr)
-        gen = Path(__file__).parent / "fleet_traffic.py"
-        subprocess.run([sys.executable, str(gen), "--records", str(a.records), "--out", str(OUT)], check=True)
+    data, config = stream_files(a.stream, a.records, 2000)
+    load_before = os.getloadavg()[0]
 
     load_config(config)  # validates, as the command does
     raw = load_yaml(config.read_text())
     points = build_grid(raw, [parse_axis(g) for g in GRID], str(config))
 
     started = time.perf_counter()
-    recording = load_recording(read_blocks([str(data)]), quiet_gap=60)
+    backend = resolve(a.backend)
+    recording = load_recording(read_blocks([str(data)]), quiet_gap=60, keep_blocks=backend == "native")
     t_read = time.perf_counter() - started
     charted = recording.busiest(3)
     grid_started = time.perf_counter()
@@ -73,6 +76,9 @@ def main() -> None:
     t_grid = time.perf_counter() - grid_started
     cpu_grid = _cpu() - cpu_before
     wall = time.perf_counter() - started
+    replay_started = time.perf_counter()
+    run_replay(str(data), config, a.backend)
+    t_replay = time.perf_counter() - replay_started
 
     n, k = len(recording.records), len(points)
     size_mb = data.stat().st_size / 1e6
@@ -87,6 +93,16 @@ def main() -> None:
     parent = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     child = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
     print(f"peak RSS    {parent:>8,.0f} MB parent, {child:,.0f} MB largest worker")
+    print(f"replay      {t_replay:>8.2f} s  (one `coolant replay` of the file, backend {backend}): tune = "
+          f"{wall / t_replay:.2f}x one replay")
+    if a.json is not None:
+        a.json.write_bytes(orjson.dumps({
+            "stream": a.stream, "backend": backend, "records": recording.lines, "policies": k, "jobs": run.jobs,
+            "seconds": round(wall, 3), "read_seconds": round(t_read, 3), "grid_seconds": round(t_grid, 3),
+            "grid_cpu_seconds": round(cpu_grid, 3), "replay_seconds": round(t_replay, 3),
+            "ratio_to_replay": round(wall / t_replay, 3), "load_before": load_before,
+            "load_after": os.getloadavg()[0],
+        }, option=orjson.OPT_INDENT_2))
     print()
     print(f"{'policy':<55} {'cooldowns':>9} {'avoided':>9} {'diverted':>9} {'flaps':>6}")
     for pt, ev in zip(points, results, strict=True):
