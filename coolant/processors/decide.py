@@ -5,7 +5,6 @@ Pure functions over plain data. Each returns either a skip reason (`Skip`) or a 
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from fractions import Fraction
 
 from coolant.processors import categories as cat
@@ -13,6 +12,7 @@ from coolant.processors.dispositions import Skip
 from coolant.processors.duration import counter_lifetime
 from coolant.processors.policy import DeploymentEntry, Options, Policy
 from coolant.processors.state import Counter, PathState
+from coolant.processors.value import value
 from coolant.schemas import Reason, Window
 
 EXCLUDED_TYPES = frozenset(
@@ -29,7 +29,7 @@ _RETRYABLE_4XX = frozenset({408, 409, 429})
 DEFAULT_ALLOWED_FAILS = 3
 
 
-@dataclass(frozen=True, slots=True)
+@value
 class Failure:
     """A failed record as the rules see it: after N1 (name) and N2 (pre-call checks)."""
 
@@ -42,7 +42,7 @@ class Failure:
         return cat.categories(self.name, self.status)
 
 
-@dataclass(frozen=True, slots=True)
+@value
 class Candidate:
     """A cooldown the rules ask for, before backoff, re-cool and ejection filtering."""
 

@@ -10,7 +10,7 @@ live agents run the same functions over states they persist, only routing what t
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass, replace
+from dataclasses import replace
 
 from coolant.processors import ejection, outlier, quota, recovery, windows
 from coolant.processors.categories import exception_name
@@ -21,12 +21,13 @@ from coolant.processors.emit import admit, build
 from coolant.processors.health import transition
 from coolant.processors.policy import DeploymentEntry, Options, Policy
 from coolant.processors.state import DeploymentState, HealthState, PathState, PodCounters
+from coolant.processors.value import value
 from coolant.schemas import Cooldown, Health, HealthTransition, Outcome, Record, Window
 
 PROBE_FAILED = "background_health_check_failed"
 
 
-@dataclass(frozen=True, slots=True)
+@value
 class Step:
     """What one record did.
 
