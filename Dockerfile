@@ -5,6 +5,19 @@
 # BASE_IMAGE is any Debian-like image with Python 3.11+ and its venv module. Without a registry,
 # scripts/docker-local builds a local one from Debian packages (coolant-local/python:3.11) and passes it here.
 ARG BASE_IMAGE=python:3.11-slim
+
+# coolant_native, the native replay backend (`coolant replay --backend`, `coolant tune --backend`): built in its
+# own stage with a minimal Rust toolchain, so the image ships the wheel and no compiler.
+FROM ${BASE_IMAGE} AS native
+ENV PIP_NO_CACHE_DIR=1 PIP_DISABLE_PIP_VERSION_CHECK=1 CARGO_HOME=/opt/cargo RUSTUP_HOME=/opt/rustup \
+    PATH=/opt/cargo/bin:$PATH
+RUN apt-get update -q \
+ && apt-get install -y -q --no-install-recommends ca-certificates curl gcc libc6-dev \
+ && curl -sSf https://sh.rustup.rs | sh -s -- -y -q --profile minimal --default-toolchain stable \
+ && rm -rf /var/lib/apt/lists/*
+COPY native /src/native
+RUN python3 -m venv /opt/build && /opt/build/bin/pip wheel -q --no-deps -w /wheels /src/native
+
 FROM ${BASE_IMAGE}
 
 ENV PYTHONUNBUFFERED=1 \
@@ -21,10 +34,15 @@ RUN python3 -m venv /opt/coolant \
  && pip install -q -r /tmp/requirements.txt \
  && rm /tmp/requirements.txt
 
-COPY README.md /src/README.md
+COPY README.md MANIFEST.in /src/
+COPY native /src/native
 COPY coolant /src/coolant
-RUN pip install -q --no-deps /src \
- && rm -rf /src \
+COPY --from=native /wheels /wheels
+# coolant itself (its optional Rust extension is skipped here: no cargo in this stage), then the native backend
+# built above
+RUN pip install -q --no-deps /src /wheels/*.whl \
+ && python3 -c "import coolant_native" \
+ && rm -rf /src /wheels \
  && useradd --uid 10001 --create-home coolant \
  && mkdir -p /var/lib/coolant \
  && chown coolant:coolant /var/lib/coolant

@@ -59,3 +59,11 @@ async def test_worker_image_end_to_end(case: Case, kafka_bootstrap: str, redis_u
     assert not problems, "\n".join(problems[:10])
 
     assert w.stop() == 0, f"the container did not exit 0 on SIGTERM\n{w.log_tail()}"
+
+
+def test_the_image_ships_the_native_backend() -> None:
+    """`coolant replay` and `coolant tune` in the image run on coolant_native (built in the Dockerfile's own stage)."""
+    image = built_image("COOLANT_IMAGE")
+    code = "from coolant import native_backend; print(native_backend.resolve('native'))"
+    out = docker("run", "--rm", "--network", "host", "--entrypoint", "python3", image, "-c", code)
+    assert out.strip() == "native"

@@ -29,7 +29,7 @@ from tests.integration.harness import T0, outcome
 from tests.support.hypothesis import examples
 
 if not native_backend.available() and os.environ.get("REQUIRE_NATIVE") == "1":  # scripts/test, where cargo is present
-    raise RuntimeError("REQUIRE_NATIVE=1 but coolant_native is not built (see .local/native-build.log)")
+    raise RuntimeError("REQUIRE_NATIVE=1 but coolant_native is not built (see .local/install.log)")
 pytestmark = pytest.mark.skipif(not native_backend.available(), reason="coolant_native is not built (no cargo)")
 
 NATIVE = native_backend.NativeBackend
