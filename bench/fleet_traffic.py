@@ -25,10 +25,10 @@ INCIDENTS = (
 )
 
 
-def write_config(path: Path, deployments: int) -> None:
+def write_config(path: Path, deployments: int, group_size: int = GROUP_SIZE) -> None:
     model_list = [
         {
-            "model_name": f"group-{i // GROUP_SIZE}",
+            "model_name": f"group-{i // group_size}",
             "litellm_params": {"model": f"openai/model-{i}", "api_key": "os.environ/OPENAI_API_KEY"},
             "model_info": {"id": f"dep-{i}"},
         }

@@ -3,7 +3,8 @@
 Deterministic (seeded). Writes a LiteLLM config and a JSONL outcome file:
     python bench/incident_traffic.py --records 1000000 --deployments 2000 --out bench/out/incident
 
-Deployments sit in groups of five (2,000 deployments: 400 groups) and each belongs to one of eight providers.
+Deployments sit in groups of five (2,000 deployments: 400 groups; the config is bench/fleet_traffic.py's) and
+each belongs to one of eight providers (deployment number modulo 8).
 Failures come in the shapes users replay:
   bursts    a deployment fails for a minute (429 storms, 500/502/503 spells, 408 timeouts, 404 and 401
             misconfigurations), each status at its own share of that minute's requests;
@@ -22,7 +23,7 @@ import random
 from pathlib import Path
 
 import orjson
-import yaml
+from fleet_traffic import write_config
 
 T0 = 1_800_000_000.0
 GROUP_SIZE = 5
@@ -45,18 +46,6 @@ OUTAGES = (
 )
 SHAPES = ("mixed", "bursts", "outages")
 MAX_ATTEMPTS = 3
-
-
-def write_config(path: Path, deployments: int) -> None:
-    model_list = [
-        {
-            "model_name": f"group-{i // GROUP_SIZE}",
-            "litellm_params": {"model": f"provider-{i % PROVIDERS}/model-{i}", "api_key": "os.environ/API_KEY"},
-            "model_info": {"id": f"dep-{i}"},
-        }
-        for i in range(deployments)
-    ]
-    path.write_text(yaml.safe_dump({"model_list": model_list, "router_settings": {"cooldown_time": 30}}))
 
 
 class Incidents:
@@ -167,7 +156,7 @@ def main() -> None:
     p.add_argument("--out", type=Path, default=Path("bench/out/incident"))
     a = p.parse_args()
     a.out.mkdir(parents=True, exist_ok=True)
-    write_config(a.out / "fleet.yaml", a.deployments)
+    write_config(a.out / "fleet.yaml", a.deployments, GROUP_SIZE)
     n, failed = generate(a.out / "fleet.jsonl", a.records, a.deployments, a.seed, a.rate, a.failures, a.shape)
     print(f"wrote {a.out / 'fleet.yaml'} and {a.out / 'fleet.jsonl'}: {n:,} records, {failed / n:.1%} failed")
 
