@@ -28,22 +28,34 @@ from fleet_traffic import write_config
 T0 = 1_800_000_000.0
 GROUP_SIZE = 5
 PROVIDERS = 8
-BURSTS = (
-    # (status, exception type, share of the minute's requests that fail, retry-after)
-    (429, "RateLimitError", 0.85, "20"),
-    (429, "RateLimitError", 0.6, None),
-    (500, "InternalServerError", 0.7, None),
-    (502, "BadGatewayError", 0.6, None),
-    (503, "ServiceUnavailableError", 0.75, None),
-    (408, "Timeout", 0.5, None),
-    (404, "NotFoundError", 1.0, None),
-    (401, "AuthenticationError", 1.0, None),
-)
-OUTAGES = (
-    (503, "ServiceUnavailableError", 0.95, None),
-    (502, "BadGatewayError", 0.9, None),
-    (500, "InternalServerError", 0.9, None),
-)
+Incident = tuple[int, str, float, str | None]
+"""(status, exception type, share of the minute's requests that fail, retry-after)."""
+
+
+def _table(rows: str) -> tuple[Incident, ...]:
+    """Incidents from "status type share retry-after" rows ("-": no Retry-After)."""
+    out: list[Incident] = []
+    for row in rows.strip().splitlines():
+        status, name, share, retry_after = row.split()
+        out.append((int(status), name, float(share), None if retry_after == "-" else retry_after))
+    return tuple(out)
+
+
+BURSTS = _table("""
+    429 RateLimitError 0.85 20
+    429 RateLimitError 0.6 -
+    500 InternalServerError 0.7 -
+    502 BadGatewayError 0.6 -
+    503 ServiceUnavailableError 0.75 -
+    408 Timeout 0.5 -
+    404 NotFoundError 1.0 -
+    401 AuthenticationError 1.0 -
+""")
+OUTAGES = _table("""
+    503 ServiceUnavailableError 0.95 -
+    502 BadGatewayError 0.9 -
+    500 InternalServerError 0.9 -
+""")
 SHAPES = ("mixed", "bursts", "outages")
 MAX_ATTEMPTS = 3
 
@@ -64,9 +76,9 @@ class Incidents:
         covered = failures * (1 - burst_share) / outage_yield  # share of provider-minutes in an outage
         self.outage_every = self.OUTAGE_MINUTES / (PROVIDERS * covered) if covered > 0 else float("inf")
         self.first_minute = int(T0 // 60)
-        self.bursts: dict[tuple[int, int], tuple[int, str, float, str | None] | None] = {}
+        self.bursts: dict[tuple[int, int], Incident | None] = {}
 
-    def outage(self, provider: int, minute: int) -> tuple[int, str, float, str | None] | None:
+    def outage(self, provider: int, minute: int) -> Incident | None:
         """The outage `provider` is in at `minute`: the i-th outage starts at (i + 1/2) spacings, provider i % 8."""
         offset = minute - self.first_minute
         i = int(offset / self.outage_every - 0.5) if offset >= 0 else -1
@@ -77,7 +89,7 @@ class Incidents:
                     return OUTAGES[j % len(OUTAGES)]
         return None
 
-    def at(self, d: int, minute: int) -> tuple[int, str, float, str | None] | None:
+    def at(self, d: int, minute: int) -> Incident | None:
         ongoing = self.outage(d % PROVIDERS, minute)
         if ongoing is not None:
             return ongoing
