@@ -13,8 +13,11 @@ ENV PIP_NO_CACHE_DIR=1 PIP_DISABLE_PIP_VERSION_CHECK=1 CARGO_HOME=/opt/cargo RUS
     PATH=/opt/cargo/bin:$PATH
 RUN apt-get update -q \
  && apt-get install -y -q --no-install-recommends ca-certificates curl gcc libc6-dev \
- && curl -sSf https://sh.rustup.rs | sh -s -- -y -q --profile minimal --default-toolchain stable \
- && rm -rf /var/lib/apt/lists/*
+ && rm -rf /var/lib/apt/lists/* \
+ && curl -sSf -o /tmp/rustup-init "https://static.rust-lang.org/rustup/dist/$(uname -m)-unknown-linux-gnu/rustup-init" \
+ && chmod +x /tmp/rustup-init \
+ && /tmp/rustup-init -y -q --profile minimal --default-toolchain stable \
+ && rm /tmp/rustup-init
 COPY native /src/native
 RUN python3 -m venv /opt/build && /opt/build/bin/pip wheel -q --no-deps -w /wheels /src/native
 

@@ -7,7 +7,8 @@ is present) owns only the plain successes of deployments with nothing pending:
 it reads them from the raw bytes, checks L1/L2 (seen ids as 64-bit hashes) and tallies the O5 window, the
 publisher's D7 success counter and `DeploymentState.counted`, creating no record. Every other line goes to the
 same engine, in file order, after the deployment's tallies were written back into its `PathState` (`pull`):
-the engine still decides every failure, probe and odd record. Replay and tuning use `for_policy`.
+the engine still decides every failure, probe and odd record. A deployment on hold (recovery that probes, RC5)
+stays the engine's until the hold ends. Replay and tuning use `for_policy`.
 """
 
 from __future__ import annotations
@@ -177,7 +178,7 @@ class NativeBackend:
                 self._discard(st, owed)
             yield rec
             st = states.get(dep)
-            if st is not None:
+            if st is not None and st.request.hold is None:  # RC5: a success on hold is the engine's to judge
                 push(dep, st)
 
     def _discard(self, st: DeploymentState, hw: float) -> None:

@@ -265,3 +265,21 @@ def test_the_native_path_refuses_an_engine_that_holds_states() -> None:
     engine.feed(schemas.decode(outcome("e1", T0, "dep-01", True)))
     with pytest.raises(AssertionError, match="no deployment states"):
         native_backend.NativeBackend(engine)
+
+
+def test_a_deployment_on_hold_is_the_engines_until_the_hold_ends() -> None:
+    """Recovery that probes (RC1-RC5): a success of a deployment on hold closes the half-open state, so the native
+    side must not tally it. A cooled deployment, healthy probes that hold and release it, then successes and a
+    failure: both backends leave the same states and say the same."""
+    from tests.processors.test_recovery import failure, policy, probe, success
+
+    pol = policy({"release_after": 2})
+    records: list[Any] = [failure(1, 0), probe(1, 1, True), probe(2, 2, True)]
+    records += [success(n, 2.5 + n * 0.1) for n in range(2, 12)]
+    records += [failure(2, 4), success(20, 4.5), probe(3, 5, True)]
+    records += [success(n, 6 + n * 0.1, dep) for n in range(30, 40) for dep in ("d0", "d1")]
+    blocks = [("s.jsonl", 1, b"\n".join(schemas.encode(r) for r in records) + b"\n")]
+    python = _outcome(pol, blocks, "python")
+    native = _outcome(pol, blocks, "native")
+    assert python["summary"]["dispositions"].get("counted")  # the native side had successes to take
+    assert native == python
