@@ -19,10 +19,14 @@ A single-deployment group's router retries a failed request twice on the same de
 
 Each deployment's records go through the profile's engine (the same `Engine` replay and the worker's steps use)
 and, for comparison, the compatible profile's. A cooldown is put down to the independent errors when no burst and
-no 429 of its deployment lie in the 60 s before its trigger. A success is diverted when it falls inside one of
+no 429 of its deployment lie in the evidence it read (its window: a streak's first failure on, a window's start
+on) nor in the 60 s before its trigger. A success is diverted when it falls inside one of
 its deployment's cooldowns (open loop, as `coolant tune` counts it: the recording's traffic is not re-routed).
+Then the other side of the trade, with the same knobs: a grouped deployment that dies at :01, :15, :30, :45 or :59
+for --incident-seconds at --incident-rate requests/s (closed loop: its requests go elsewhere while it is cooled,
+a cooldown taking effect --delay s after its trigger), and the failed requests it costs under each profile.
 Prints the figures; --json FILE writes them (`deployment_hours`, `cooldowns`, `cooldowns_from_independent_errors`,
-`successes`, `successes_diverted`, plus the breakdowns and the compatible profile's figures).
+`successes`, `successes_diverted`, plus the breakdowns, `incident`, and the compatible profile's figures).
 """
 
 from __future__ import annotations
@@ -156,9 +160,11 @@ def traffic(dep: Deployment, rnd: random.Random, seconds: float, error_rate: flo
 
 
 def cause(cd: Cooldown, trouble: list[float]) -> str:
-    """independent, unless a burst or a 429 of the deployment lies within the 60 s up to the trigger."""
+    """independent, unless a burst or a 429 of the deployment lies within the evidence the cooldown read: its
+    window (a streak's first failure, a window's start) or the 60 s up to its trigger, whichever starts first."""
     i = bisect.bisect_right(trouble, cd.ts)
-    return "trouble" if i > 0 and cd.ts - trouble[i - 1] <= 60 else "independent"
+    since = min(cd.window.start, cd.ts - 60)
+    return "trouble" if i > 0 and trouble[i - 1] >= since else "independent"
 
 
 def diverted(successes: list[float], cooldowns: list[Cooldown]) -> int:
@@ -170,6 +176,33 @@ def diverted(successes: list[float], cooldowns: list[Cooldown]) -> int:
         else:
             merged.append([start, end])
     return sum(bisect.bisect_left(successes, e) - bisect.bisect_left(successes, s) for s, e in merged)
+
+
+def incident(policy: Policy, onset: float, length: float, rate: float, delay: float) -> dict[str, Any]:
+    """The other side of the trade: one deployment of a group of four dies at `onset` s into a minute for `length`
+    s while `rate` requests/s reach it when it is not cooled (closed loop: a cooled deployment's requests go to
+    the others; a cooldown takes effect `delay` s after its trigger, the pipeline and the push). Returns its
+    failed requests, those after the first cooldown, and the cooldowns."""
+    dep = "m0"
+    engine = Engine(policy)
+    spans: list[tuple[float, float]] = []
+    failed = after_first = 0
+    start, stop = T0 + onset, T0 + onset + length
+    for k in range(int((onset + length + 120) * rate)):
+        t = T0 + k / rate
+        if any(s + delay <= t < u for s, u in spans):
+            continue
+        down = start <= t < stop
+        cd = engine.feed(Outcome(event_id=f"x{k}", ts=t, deployment_id=dep, model_group="g0", ok=not down,
+                                 status_code=500 if down else None,
+                                 exception_type="InternalServerError" if down else None, gateway="pod",
+                                 origin="upstream" if down else None)).cooldown
+        if down:
+            failed += 1
+            after_first += bool(spans)
+        if cd is not None:
+            spans.append((cd.ts, cd.until))
+    return {"onset": onset, "failed": failed, "failed_after_first_cooldown": after_first, "cooldowns": len(spans)}
 
 
 def load() -> list[float]:
@@ -188,6 +221,9 @@ def main() -> None:
     ap.add_argument("--spike-every", type=float, default=10800.0, help="mean seconds between a spiky one's spikes")
     ap.add_argument("--outlier", default="{}", help="the outlier: section as JSON, e.g. '{\"consecutive\": 3}'")
     ap.add_argument("--no-compare", action="store_true", help="skip the compatible profile's run")
+    ap.add_argument("--incident-rate", type=float, default=10.0, help="requests/s on the dying deployment")
+    ap.add_argument("--incident-seconds", type=float, default=60.0, help="how long it stays dead")
+    ap.add_argument("--delay", type=float, default=0.1, help="seconds from a trigger to every router holding it")
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--json", type=Path)
     args = ap.parse_args()
@@ -263,6 +299,8 @@ def main() -> None:
             result.update(block)
         else:
             result[name] = block
+    result["incident"] = {name: [incident(policy, onset, args.incident_seconds, args.incident_rate, args.delay)
+                                 for onset in (1.0, 15.0, 30.0, 45.0, 59.0)] for name, policy in profiles.items()}
     result["seconds"] = round(time.perf_counter() - started, 1)
     result["load"] = {"before": load_before, "after": load()}
 
@@ -274,6 +312,10 @@ def main() -> None:
               f"errors = {1000 * t.independent / hours:.3f} per 1,000 deployment-hours "
               f"(by class {dict(t.independent_by_class)}); successes diverted {t.diverted:,} = "
               f"{100 * t.diverted / max(successes, 1):.4f} %")
+    for name, runs in result["incident"].items():
+        print(f"{name:>10}: a dead deployment at {args.incident_rate:g} requests/s for {args.incident_seconds:g} s "
+              f"(cooldowns effective {args.delay:g} s after their trigger), failed requests by onset second: "
+              + ", ".join(f":{r['onset']:02.0f} {r['failed']} ({r['cooldowns']} cooldowns)" for r in runs))
     if args.json is not None:
         args.json.write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
 

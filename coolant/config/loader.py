@@ -37,6 +37,7 @@ from coolant.config.yaml_read import load_yaml
 from coolant.processors.policy import (
     CATEGORIES,
     OUTLIER_BACKOFF,
+    OUTLIER_MIN_REQUESTS,
     POLICY_KEY_SUFFIX,
     Backoff,
     DeploymentEntry,
@@ -566,7 +567,12 @@ def _read_options(r: _Reader, c: Mapping[Any, Any]) -> Options:
             "must be a number between 0 and 1 (exclusive)",
             lambda x: 0 < x < 1,
         ),
-        min_requests=r.integer(thresholds.get("min_requests", d.min_requests), t + "min_requests", 1),
+        # X9.5: under the profile V2.3 wants 10 outcomes in the minute, unless the config says otherwise
+        min_requests=r.integer(
+            thresholds.get("min_requests", d.min_requests if outlier is None else OUTLIER_MIN_REQUESTS),
+            t + "min_requests",
+            1,
+        ),
         outage_min_requests=r.integer(
             thresholds.get("outage_min_requests", d.outage_min_requests), t + "outage_min_requests", 1
         ),

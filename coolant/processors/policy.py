@@ -111,6 +111,8 @@ class Outlier:
     """X11: the request volume the recent window must hold before its share is trusted."""
 
 
+OUTLIER_MIN_REQUESTS = 10
+"""X9.5: V2.3's minimum under the profile (`thresholds.min_requests`), where the compatible profile has 5."""
 OUTLIER_BACKOFF = Backoff(probation=True)
 """X13: the profile's `backoff` when the config sets none: X2's ejection time x count and X7's half-open."""
 

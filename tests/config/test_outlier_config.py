@@ -18,6 +18,7 @@ def options(coolant: dict[str, Any]) -> Options:
 def test_the_compatible_profile_is_the_default_and_has_no_outlier_knobs() -> None:
     o = options({})
     assert o.profile == "compatible" and o.outlier is None and o.backoff is None and o.litellm_counters is True
+    assert o.min_requests == 5
 
 
 def test_one_line_turns_the_profile_on_with_every_default() -> None:
@@ -27,7 +28,8 @@ def test_one_line_turns_the_profile_on_with_every_default() -> None:
         consecutive=4, consecutive_single=3, rate_window=10, rate_threshold=0.5, rate_min_requests=10
     )
     assert o.backoff == Backoff(base=5, factor=2, max=300, reset_after=300, probation=True)  # X13
-    assert o.litellm_counters is False  # X9.5
+    assert o.litellm_counters is False and o.min_requests == 10  # X9.5
+    assert options({"profile": "outlier", "thresholds": {"min_requests": 5}}).min_requests == 5
     assert options({"profile": "outlier", "litellm_counters": True}).litellm_counters is True
 
 

@@ -169,11 +169,14 @@ COMPATIBLE_TWINS = ("default", "sliding", "counters_off", "coalesce", "router_co
 @given(cases(presets=COMPATIBLE_TWINS))
 def test_the_profile_only_adds_cooldowns(case: Case) -> None:
     """Every cooldown the compatible profile emits is emitted under the profile too, or a cooldown in force there
-    already ends no earlier (the profile's twin: `profile: outlier` with `backoff: null` and the case's D7)."""
+    already ends no earlier (the profile's twin: `profile: outlier` with `backoff: null`, the case's D7 and V2.3
+    minimum)."""
     compatible = Engine(case.policy)
-    counters = case.policy.options.litellm_counters  # X9.5 would turn D7 off: the twin keeps the case's own
-    twin_config = {**case.config, "coolant": {**case.config.get("coolant", {}), "profile": "outlier", "backoff": None,
-                                              "litellm_counters": counters}}
+    o = case.policy.options  # X9.5 would change D7 and V2.3's minimum: the twin keeps the case's own
+    coolant = case.config.get("coolant", {})
+    twin_config = {**case.config, "coolant": {
+        **coolant, "profile": "outlier", "backoff": None, "litellm_counters": o.litellm_counters,
+        "thresholds": {**coolant.get("thresholds", {}), "min_requests": o.min_requests}}}
     twin = Engine(parse_config(twin_config).policy)
     for rec in case.records:
         cd = compatible.feed(rec).cooldown

@@ -104,10 +104,12 @@ VECTORS = [
       "X13: the first failure after the end re-cools, one step longer"),
     V("OV28", 2, OUT, QUIET, [*F4, fail(500, at=38), fail(500, at=48), fail(500, at=68)],
       [BELOW, BELOW, BELOW, cf(5), pb(10), pb(20), pb(40)], "X13: the ladder"),
-    V("OV41", 2, {**OUT, "co.litellm_counters": True}, QUIET,
+    V("OV41", 2, {**OUT, "co.litellm_counters": True, "co.thresholds": {"min_requests": 5}}, QUIET,
       [*F4, fail(500, at=38), fail(500, at=48), fail(500, at=68)],
       [BELOW, BELOW, BELOW, cf(5), pb(10), pb(20), cool("failure_rate", 40)],
       "X9.5: D7 when the config turns it on (at T0+68 the counters hold 7 of 7 failures; a compatible rule first)"),
+    V("OV42", 2, OUT, None, [fail(500, at=t) for t in (30, 31, 32)] + [success(at=33), fail(500, at=34)],
+      [BELOW, BELOW, BELOW, no("counted"), BELOW], "X9.5: V2.3 wants 10 outcomes under the profile (as OV40)"),
     V("OV29", 2, OUT, QUIET, [*F4, success(at=39), fail(500, at=40)],
       [BELOW, BELOW, BELOW, cf(5), no("counted"), BELOW], "X13: an answer ends the half-open state (X7.2)"),
     V("OV30", 2, OUT, QUIET, [*F4, cut(at=40)], [BELOW, BELOW, BELOW, cf(5), pb(10, fields={"status_code": None})],
@@ -127,7 +129,7 @@ VECTORS = [
     # the compatible rules hold under the profile
     V("OV38", 2, OUT, None, [fail(429)], [cool("rate_limited", 5)], "V2.1"),
     V("OV39", 1, OUT, None, [fail(401)], [cool("non_retryable", 5)], "V2.4"),
-    V("OV40", 2, OUT, None, [fail(500, at=t) for t in (30, 31, 32)] + [success(at=33), fail(500, at=34)],
+    V("OV40", 2, {**OUT, "co.thresholds": {"min_requests": 5}}, None, [fail(500, at=t) for t in (30, 31, 32)] + [success(at=33), fail(500, at=34)],
       [BELOW, BELOW, BELOW, no("counted"), cool("failure_rate", 5, window=(0, 1, 4))], "V2.3 before X10"),
 ]
 # fmt: on
