@@ -129,7 +129,8 @@ VECTORS = [
     # the compatible rules hold under the profile
     V("OV38", 2, OUT, None, [fail(429)], [cool("rate_limited", 5)], "V2.1"),
     V("OV39", 1, OUT, None, [fail(401)], [cool("non_retryable", 5)], "V2.4"),
-    V("OV40", 2, {**OUT, "co.thresholds": {"min_requests": 5}}, None, [fail(500, at=t) for t in (30, 31, 32)] + [success(at=33), fail(500, at=34)],
+    V("OV40", 2, {**OUT, "co.thresholds": {"min_requests": 5}}, None,
+      [fail(500, at=t) for t in (30, 31, 32)] + [success(at=33), fail(500, at=34)],
       [BELOW, BELOW, BELOW, no("counted"), cool("failure_rate", 5, window=(0, 1, 4))], "V2.3 before X10"),
 ]
 # fmt: on
