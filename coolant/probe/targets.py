@@ -44,7 +44,7 @@ def _string(value: Any) -> str | None:
 
 
 def targets_from(cfg: Config, model_list: Sequence[Any]) -> tuple[list[Target], list[str]]:
-    """Targets and notes (skipped deployments): wildcards are never probed (S2: one wildcard fans out to up
+    """Targets and notes (skipped deployments): wildcards are never probed (scenario S2: one wildcard fans out to up
     to 12 real calls per LiteLLM round), nor are entries without a `litellm_params.model`."""
     targets: list[Target] = []
     notes: list[str] = []

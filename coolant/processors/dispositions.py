@@ -39,6 +39,6 @@ class Disposition(StrEnum):
     RELEASED = "released"  # RC4: a probe released a cooled deployment
     # the live shell's, for records no policy step decided (coolant_records_total's `disposition` label)
     INVALID = "invalid"  # not a valid record of the topic's type: dead-lettered (contract §2)
-    FAILED = "failed"  # a stage raised on it (P1): dead-lettered with the reason
+    FAILED = "failed"  # a stage raised on it (B8): dead-lettered with the reason
     TOMBSTONE = "tombstone"  # a record with no value (B1): nothing to decide
     STALE = "stale"  # fetched before a rebalance (the fence): left for the partition's next reader

@@ -101,9 +101,9 @@ def _screen(state: DemoState, minutes: float) -> Group:
 
 
 async def _produce(state: DemoState, bootstrap: str, topic: str, minutes: float, seed: int) -> None:
-    """Play S1 in real time; the simulated routers skip what Redis says is cooled."""
+    """Play scenario S1 in real time; the simulated routers skip what Redis says is cooled."""
     start = time.time() + 1.0
-    # busier than S1's average so that a short demo sees the coding-agent bursts drain a key
+    # busier than scenario S1's average so that a short demo sees the coding-agent bursts drain a key
     scenario = s1(agents=AgentLoad(sessions_per_minute=4.0), faults=(Fault.auth(BROKEN_KEY, 25.0, 55.0),))
 
     def cooled(deployment_id: str, ts: float) -> bool:
@@ -232,7 +232,7 @@ def run_demo(console: Console, bootstrap: str, redis_url: str, minutes: float = 
     with tempfile.TemporaryDirectory(prefix="coolant-demo-") as tmp:
         workdir = Path(tmp)
         config = workdir / "litellm.yaml"
-        write_litellm_config(s1(), config)  # S1's own router settings: allowed_fails 1, cooldown_time 60
+        write_litellm_config(s1(), config)  # scenario S1's own router settings: allowed_fails 1, cooldown_time 60
         port = _free_port()
         log = workdir / "worker.log"
         cmd = [sys.executable, "-m", "coolant.cli", "worker", "--config", str(config), "--bootstrap", bootstrap,

@@ -611,7 +611,7 @@ def litellm_config(
     """The LiteLLM proxy config (plus an optional `coolant:` section) for the scenario's fleet.
 
     `cooldown_time` overrides the scenario's `router_settings.cooldown_time`. Note that by spec
-    T2 a 429's `Retry-After` beats the router-level value: with S1's "30" the cooldowns last 30 s
+    T2 a 429's `Retry-After` beats the router-level value: with scenario S1's "30" the cooldowns last 30 s
     whatever `router_settings.cooldown_time` says. `pin_cooldown_time` also writes the value as
     each deployment's `model_info.cooldown_time`, which beats Retry-After (T1).
     """

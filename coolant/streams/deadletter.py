@@ -70,7 +70,7 @@ def deadletter_value(
 
 
 class DeadLetters:
-    """Where the shell sends what it cannot decide (P1, B7, S2): invalid records, and records a stage failed on.
+    """Where the shell sends what it cannot decide (B7, B8, S2): invalid records, and records a stage failed on.
 
     Each dead letter is logged (redacted, `topic[partition]@offset`), counted by topic and disposition, and sent
     to the dead-letter topic; the stage that found it goes on with the next record.
@@ -94,7 +94,7 @@ class DeadLetters:
         await self.topic.send(key=message.key, value=value)
 
     async def failed(self, message: Any, exc: Exception, stage: str) -> None:
-        """P1: one record broke a stage (a bug); it is dead-lettered with the reason and the stage goes on."""
+        """B8: one record broke a stage (a bug); it is dead-lettered with the reason and the stage goes on."""
         problem = redact(f"{type(exc).__name__}: {exc}")[:ERROR_KEEP]  # S2: the text may quote the record
         log.error("%s failed on %s[%s]@%s: %s", stage, message.topic, message.partition, message.offset, problem)
         log.debug("%s failure", stage, exc_info=exc)  # the traceback, unredacted, only at debug level

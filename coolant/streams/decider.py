@@ -140,7 +140,7 @@ class Decider:
                     await self._publish(step)
                     if not self.shadow and not step.candidate:
                         observe_stages(message, arrived, taken, decided)
-            except Exception as exc:  # P1: a bug met by one record must not stop the partition
+            except Exception as exc:  # B8: a bug met by one record must not stop the partition
                 await self.ctx.deadletters.failed(message, exc, "shadow decider" if self.shadow else "decider")
                 dispositions[Disposition.FAILED] += 1
                 continue
@@ -203,7 +203,7 @@ class Decider:
                 value = admin_views.history_add(history.data.get(key), cd)
                 if value is not None:
                     await history.write(self.ctx.app.producer, key, value, message.partition)
-            except Exception as exc:  # P1
+            except Exception as exc:  # B8
                 await deadletters.failed(message, exc, "cooldown history")
 
     async def _ejection_agent(self, stream: Any) -> None:
@@ -212,7 +212,7 @@ class Decider:
         async for message, cd in deadletters.records(stream, Cooldown):
             try:
                 await self._eject(cd, message.value)
-            except Exception as exc:  # P1
+            except Exception as exc:  # B8
                 await deadletters.failed(message, exc, "ejection")
 
     async def _eject(self, cd: Cooldown, value: bytes) -> None:

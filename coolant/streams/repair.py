@@ -168,7 +168,7 @@ class Repairer:
             for cd, result in zip(todo, results, strict=True):
                 if isinstance(result, TRANSIENT_ERRORS):
                     raise result
-                if isinstance(result, Exception):  # P1: one value Redis refuses must not stop the others
+                if isinstance(result, Exception):  # B8: one value Redis refuses must not stop the others
                     log.warning("redis repair: %s not written: %s: %s", cd.deployment_id, type(result).__name__,
                                 result)
             n = sum(1 for r in results if r is True)

@@ -6,7 +6,7 @@
 - the Redis repair (`repair.py`: cooldowns in force written again after Redis lost them), the active-cooldowns
   gauge, and a PING that keeps /healthz's view of Redis current.
 A record is acknowledged only once written (transient errors are retried inside the sink); one Redis refuses is
-dead-lettered (P1). Nothing here decides: the write rule is the materializer's (`coolant/io/materializer.py`).
+dead-lettered (B8). Nothing here decides: the write rule is the materializer's (`coolant/io/materializer.py`).
 """
 
 from __future__ import annotations
@@ -70,7 +70,7 @@ class Sinks:
                 continue
             try:
                 written = await self.sink.write_with_retry(cd, on_error=self.redis_error)
-            except Exception as exc:  # P1: Redis refused this value (transient errors are retried inside)
+            except Exception as exc:  # B8: Redis refused this value (transient errors are retried inside)
                 await deadletters.failed(message, exc, "materializer")
                 continue
             metrics.REDIS_WRITES.labels("cooldown", "written" if written else "skipped").inc()
@@ -83,7 +83,7 @@ class Sinks:
             try:
                 deployment_id, state = decode_health_state(event.value)
                 written = await self.sink.write_health_with_retry(deployment_id, state, on_error=self.redis_error)
-            except Exception as exc:  # P1
+            except Exception as exc:  # B8
                 await self.ctx.deadletters.failed(event.message, exc, "health materializer")
                 continue
             metrics.REDIS_WRITES.labels("health", "written" if written else "skipped").inc()

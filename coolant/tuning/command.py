@@ -127,7 +127,7 @@ def tune_command(
     (cooldowns starting within --flap-window s after the previous one of the deployment ended).
 
     Prints a table ranked by --objective (stdout); writes CSV, JSON and HTML on request.
-    Example, the S1 lesson (30 s cooldowns flap, 60 s hardly; see examples/tuning):
+    Example, the lesson of scenario S1 (30 s cooldowns flap, 60 s hardly; see examples/tuning):
 
     \b
         coolant tune s1.jsonl.gz -c s1.yaml -g 'model_list.*.model_info.cooldown_time=30,60' --objective flaps
