@@ -475,6 +475,7 @@ def main() -> None:
     p.add_argument("--publisher-linger-ms", type=int, default=0,
                    help="the latency phase's publisher batching in ms (default 0, the lowest; coolant's Publisher "
                    "defaults to 20, which every record of a gateway with the default waits at most)")
+    p.add_argument("--json", type=Path, help="also write the figures here (with the load average before and after)")
     p.add_argument("--worker-args", default="",
                    help="more `coolant worker` options for every worker, e.g. '--fetch-min-bytes 1' (one string)")
     a = p.parse_args()
@@ -490,17 +491,20 @@ def main() -> None:
     config = workdir / "fleet.yaml"
     write_config(config, a.probes)
 
+    figures: dict[str, object] = {"rate": a.rate, "deployments": DEPLOYMENTS, "load_before": os.getloadavg()}
     floor = None
     if "floor" in phases:
         floor_topic = f"bench-floor-{uuid.uuid4().hex[:6]}"
         asyncio.run(create_topic(floor_topic))
         asyncio.run(preload(floor_topic, a.records, a.rate))
         floor = asyncio.run(floor_rate(floor_topic, a.records))
+        figures["floor"] = floor
         print(f"floor      {floor:>10,.0f} records/s  raw aiokafka consume, {a.records:,} records, {PARTITIONS} "
               "partitions")
 
     if "capacity" in phases:
         cap, memory = capacity(config, workdir, a.records, a.rate, a.profile)
+        figures["capacity"] = cap
         ratio = "" if floor is None else f" ({cap / floor:.1%} of the floor)"
         print(f"capacity   {cap:>10,.0f} records/s  one worker catching up{ratio}; {DEPLOYMENTS:,} deployments; "
               f"{memory}")
@@ -523,6 +527,7 @@ def main() -> None:
         q = statistics.quantiles(lat, n=100, method="inclusive")
         ms = {name: q[i] * 1000 for name, i in (("p50", 49), ("p95", 94), ("p99", 98))}
         linger = f" (publisher linger {a.publisher_linger_ms} ms)" if a.publisher_linger_ms else ""
+        figures["latency_ms"] = {**ms, "max": lat[-1] * 1000, "probes": len(lat), "worker_cpu": busy}
         print(f"latency    produce -> Redis key visible at {a.rate:,.0f} records/s, {len(lat)} probes{linger}: "
               + ", ".join(f"{k} {v:.1f} ms" for k, v in ms.items()) + f", max {lat[-1] * 1000:.1f} ms; {memory}")
         print(stages)
@@ -535,8 +540,13 @@ def main() -> None:
             time.sleep(5)  # let it drain what is in flight
             print(f"sustain    {a.rate:,.0f} records/s over {DEPLOYMENTS:,} deployments for {a.sustain:,.0f} s: "
                   f"{worker.metric('coolant_records_total'):,.0f} processed; {worker.memory_line()}")
+            rss, peak = worker.memory()
+            figures["sustain"] = {"seconds": a.sustain, "rss_mb": rss, "peak_mb": peak}
         finally:
             worker.stop()
+    figures["load_after"] = os.getloadavg()
+    if a.json:
+        a.json.write_text(orjson.dumps(figures, option=orjson.OPT_INDENT_2).decode())
 
 
 if __name__ == "__main__":
