@@ -210,7 +210,8 @@ async def main_async(a: argparse.Namespace) -> int:
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--runs", type=int, default=20)
-    p.add_argument("--flood", type=int, default=300, help="misrouted health records for unregistered ids (of the longest valid length)")
+    p.add_argument("--flood", type=int, default=300,
+                   help="misrouted health records (unregistered ids of the longest valid length)")
     p.add_argument("--valid", type=int, default=1500, help="valid outcome records after the flood")
     p.add_argument("--rate", type=float, default=200.0, help="background valid records/s during each run")
     p.add_argument("--partitions", type=int, default=2)
