@@ -452,7 +452,8 @@ def _read_backoff(r: _Reader, raw: Any, defaults: Backoff | None = None) -> Back
 
 
 def _read_recovery(r: _Reader, raw: Any) -> Recovery | None:
-    """RC1-RC5 (recovery that probes): `recovery: {}` takes the defaults; null or absent is off."""
+    """RC1-RC5 (recovery that probes, docs/probe.md): `recovery: {}` takes the defaults; null is off, and so is
+    absent except under the outlier profile."""
     if raw is None:
         return None
     if not isinstance(raw, Mapping):
@@ -560,7 +561,8 @@ def _read_options(r: _Reader, c: Mapping[Any, Any]) -> Options:
         ),
         max_cooldown_time=opt_seconds("max_cooldown_time", d.max_cooldown_time),
         quota=_read_quota(r, c.get("quota")),
-        recovery=_read_recovery(r, c.get("recovery")),
+        # RC1-RC5: on under the profile (a prober's records of cooled deployments decide); null turns it off
+        recovery=_read_recovery(r, c.get("recovery", None if outlier is None else {})),
         failure_rate=r.number(
             thresholds.get("failure_rate", d.failure_rate),
             t + "failure_rate",

@@ -111,8 +111,6 @@ def step_outcome(policy: Policy, ps: PathState, rec: Outcome) -> Step:
             outlier.answered(ps, ts)  # X10.2, X11.1
         if ps.probation:
             ps.probation = False  # X7.2: a success ends probation
-        if ps.hold is not None:
-            recovery.half_open(ps, ok)  # RC5: a success closes the half-open state
         return COUNTED if o.quota is None else _quota_step(policy, ps, rec)
     if o.outlier is not None:
         return _outlier_failure(policy, ps, rec, pod)
@@ -120,7 +118,7 @@ def step_outcome(policy: Policy, ps: PathState, rec: Outcome) -> Step:
 
 
 def _failure(policy: Policy, ps: PathState, rec: Outcome, pod: PodCounters | None) -> Step:
-    """O7-O9 for a counted failure (with RC5 and X7), after O5 and LC2 counted it."""
+    """O7-O9 for a counted failure (with X7, and so RC5), after O5 and LC2 counted it."""
     o = policy.options
     ts = rec.ts
     gated = failure_of(policy, rec)
@@ -128,8 +126,6 @@ def _failure(policy: Policy, ps: PathState, rec: Outcome, pod: PodCounters | Non
         return Step(gated)
     entry, failure, duration = gated
     start, s, f = windows.counts(ps, ts, o.slot_width)
-    if ps.hold is not None and recovery.half_open(ps, False):  # RC5: the first failure after a release
-        return _emit(o, entry, ps, Candidate("probation", duration, Window(start, s, f)), rec, failure)
     view = None if pod is None else windows.litellm_counts(pod, ts)
     verdict = decide(policy, entry, ps, failure, duration, Window(start, s, f), view)
     if isinstance(verdict, Skip):
@@ -141,7 +137,8 @@ def _failure(policy: Policy, ps: PathState, rec: Outcome, pod: PodCounters | Non
 
 def _outlier_failure(policy: Policy, ps: PathState, rec: Outcome, pod: PodCounters | None) -> Step:
     """A counted failure under the outlier profile (docs/outlier.md): the compatible rules first, unchanged; for a
-    failure the profile counts (X9) that they did not cool, RC5, X10, X11, then the half-open re-cool (X13)."""
+    failure the profile counts (X9) that they did not cool, X10, X11, then the half-open re-cool (X13, and so
+    RC5 after a release)."""
     o = policy.options
     out = o.outlier
     assert out is not None
@@ -157,9 +154,6 @@ def _outlier_failure(policy: Policy, ps: PathState, rec: Outcome, pod: PodCounte
         return Step(skip)
     assert entry is not None
     failure = Failure(rec.status_code, exception_name(rec.exception_type), ts)
-    if ps.hold is not None and recovery.half_open(ps, False):  # RC5 for a failure only the profile counts
-        start, s, f = windows.counts(ps, ts, o.slot_width)
-        return _emit(o, entry, ps, Candidate("probation", duration, Window(start, s, f)), rec, failure)
     found = outlier.rule(policy, out, entry, ps, ts, duration)
     if found is None and ps.probation and _on_probation(o, ps, ts):
         start, s, f = windows.counts(ps, ts, o.slot_width)
@@ -261,7 +255,7 @@ def step_health(policy: Policy, ps: PathState, rec: Health, request: PathState |
         if stop is not None:
             return Step(stop.disposition, None, update, transition=flip)
         accepted = True
-        held = recovery.on_probe(o.recovery, entry, request, rec)
+        held = recovery.on_probe(o, entry, request, rec)
         if held is not None:
             return Step(held.disposition, held.cooldown, update, transition=flip, release=held.release)
     if rec.healthy or not o.health_cooldown:

@@ -73,7 +73,7 @@ class Backoff:
 
 @dataclass(frozen=True, slots=True)
 class Recovery:
-    """RC1-RC5: recovery that probes (docs/outlier.md). Probe records decide when a cooled deployment comes back."""
+    """RC1-RC5: recovery that probes (docs/probe.md). Probe records decide when a cooled deployment comes back."""
 
     release_after: int = 2
     """RC4: healthy probes in a row that release a cooled deployment early."""

@@ -1,4 +1,4 @@
-"""Recovery that probes (RC1-RC5, docs/outlier.md): probe records hold a cooled deployment or release it early.
+"""Recovery that probes (RC1-RC5, docs/probe.md): probe records hold a cooled deployment or release it early.
 
 A cooldown's length is a guess. While a deployment is cooled, the one prober that owns it (`coolant probe`) calls
 it every few seconds; its `coolant.health/1` records enter the pure core like any other record, so `coolant
@@ -13,11 +13,12 @@ replay` of the same records makes the same holds and releases as the live worker
 - RC4: `release_after` healthy probes in a row release the deployment at the last probe's `ts`: the cooldown
   in force ends there (Redis and every pod's copy, through the push), and cooldowns that started at or before it
   stay released.
-- RC5: half-open after a release: the first counted real failure re-cools at once (reason `probation`, as X7);
-  a success closes it.
+- RC5: half-open after a release is X7's: with `backoff.probation` (the outlier profile's default, X13) the
+  release starts probation, so the first counted real failure re-cools at once and a success ends it.
 
-The state is the request path's (`PathState.hold`, `PathState.end`): the cooldown a probe holds or releases is
-the one the request path decided, and the half-open failure is a request-path record. Pure: no clock, no I/O.
+The state is the request path's (`PathState.hold`, `PathState.end`, `PathState.probation`): the cooldown a probe
+holds or releases is the one the request path decided, and the half-open failure is a request-path record.
+Pure: no clock, no I/O.
 """
 
 from __future__ import annotations
@@ -27,11 +28,11 @@ from dataclasses import dataclass
 from coolant.processors.decide import Candidate
 from coolant.processors.dispositions import Disposition
 from coolant.processors.emit import build
-from coolant.processors.policy import DeploymentEntry, Recovery
+from coolant.processors.policy import DeploymentEntry, Options
 from coolant.processors.state import Hold, PathState
 from coolant.schemas import Cooldown, Health, Window
 
-__all__ = ["Release", "Verdict", "half_open", "on_probe"]
+__all__ = ["Release", "Verdict", "on_probe"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,8 +59,10 @@ class Verdict:
 HELD = Verdict(Disposition.HELD)
 
 
-def on_probe(r: Recovery, entry: DeploymentEntry, ps: PathState, rec: Health) -> Verdict | None:
-    """RC1-RC4 for one probe on the request path state `ps`; None when the deployment is not cooled (RC1)."""
+def on_probe(o: Options, entry: DeploymentEntry, ps: PathState, rec: Health) -> Verdict | None:
+    """RC1-RC5 for one probe on the request path state `ps`; None when the deployment is not cooled (RC1)."""
+    r = o.recovery
+    assert r is not None
     ts = rec.ts
     end = ps.end
     hold = ps.hold
@@ -74,7 +77,9 @@ def on_probe(r: Recovery, entry: DeploymentEntry, ps: PathState, rec: Health) ->
         if hold.good < r.release_after:
             return HELD
         ps.end = ts
-        hold.since, hold.good, hold.released = None, 0, True
+        hold.since, hold.good = None, 0
+        if o.backoff is not None and o.backoff.probation:
+            ps.probation = True  # RC5: X7's half-open, from the release on
         return Verdict(Disposition.RELEASED,
                        release=Release(entry.deployment_id, entry.model_group, ts, rec.event_id))
     hold.good = 0  # RC3
@@ -99,12 +104,3 @@ def on_probe(r: Recovery, entry: DeploymentEntry, ps: PathState, rec: Health) ->
     ps.end = until
     return Verdict(Disposition.COOLED, cooldown)
 
-
-def half_open(ps: PathState, ok: bool) -> bool:
-    """RC5 for a counted real outcome: True for the failure that must re-cool at once. Either way the
-    half-open state closes (a success: the deployment serves again)."""
-    hold = ps.hold
-    if hold is None or not hold.released:
-        return False
-    hold.released = False
-    return not ok

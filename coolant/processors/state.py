@@ -48,17 +48,15 @@ class HealthState:
 
 @dataclass(slots=True)
 class Hold:
-    """RC1-RC5 (docs/outlier.md, recovery that probes): a cooled deployment's probe evidence, request path only."""
+    """RC1-RC4 (docs/probe.md, recovery that probes): a cooled deployment's probe evidence, request path only."""
 
     since: float | None = None
     """The first failing probe of the hold in force (RC3's bound counts from it); None: no hold."""
     good: int = 0
     """Healthy probes in a row while cooled (RC4)."""
-    released: bool = False
-    """RC5: released by probes and no real outcome seen since (half-open)."""
 
     def to_list(self) -> list[Any]:
-        return [self.since, self.good, self.released]
+        return [self.since, self.good]
 
 
 @dataclass(slots=True)
@@ -92,7 +90,7 @@ class PathState:
     litellm: dict[str, PodCounters] = field(default_factory=dict)
     """Request path only: per publisher (`gateway`), the counters that LiteLLM process keeps (D7, LC1-LC3)."""
     hold: Hold | None = None
-    """Request path only, recovery that probes (RC1-RC5): None until a probe of a cooled deployment arrives."""
+    """Request path only, recovery that probes (RC1-RC4): None until a probe of a cooled deployment arrives."""
     in_row: int = 0
     """Outlier profile (X10): the deployment's counted failures since its last answer, in partition order."""
     in_row_since: float = NEG_INF
@@ -144,7 +142,7 @@ class PathState:
             bool(d.get("probation", False)),
             {gw: PodCounters(NEG_INF if sa is None else sa, sc, NEG_INF if fa is None else fa, fc)
              for gw, (sa, sc, fa, fc) in pods.items()},
-            None if (h := d.get("hold")) is None else Hold(h[0], h[1], h[2]),
+            None if (h := d.get("hold")) is None else Hold(h[0], h[1]),
             in_row=outlier.get("in_row", 0),
             in_row_since=NEG_INF if outlier.get("since") is None else outlier["since"],
             recent={int(k): [n, f] for k, n, f in outlier.get("recent", ())},

@@ -98,35 +98,40 @@ def test_without_recovery_probes_never_touch_the_request_path() -> None:
     assert engine.states["d0"].request.end == T0 + COOLDOWN and engine.states["d0"].request.hold is None
 
 
+def server_error(n: int, dt: float) -> Outcome:
+    """A failure V2 does not cool alone with `min_requests: 100` (below threshold)."""
+    return Outcome(event_id=f"e{n}", ts=T0 + dt, deployment_id="d0", model_group="g", ok=False, status_code=500,
+                   exception_type="InternalServerError")
+
+
+HALF_OPEN = {"backoff": {"probation": True}, "thresholds": {"min_requests": 100}}
+
+
 def test_the_first_real_failure_after_a_release_re_cools_at_once() -> None:
-    engine = Engine(policy({"release_after": 2}))
+    """RC5 is X7's half-open: with `backoff.probation` (the outlier profile's default) the release starts it."""
+    engine = Engine(policy({"release_after": 2}, **HALF_OPEN))
     engine.feed(failure(1, 0))
+    engine.feed(success(1, 0.5))  # in flight when it was cooled: ends X7.1's probation (X7.2)
     probes(engine, 1, "oo")
-    again = engine.feed(failure(2, 3))
+    again = engine.feed(server_error(2, 3))
     assert again.cooldown is not None and again.cooldown.reason == "probation"
-    assert again.cooldown.ts == T0 + 3 and again.cooldown.until == T0 + 3 + COOLDOWN
+    assert again.cooldown.ts == T0 + 3 and again.cooldown.until == T0 + 3 + 2 * COOLDOWN  # X2: the next step
 
 
-def test_a_success_after_a_release_closes_the_half_open_state() -> None:
-    p = policy({"release_after": 2}, thresholds={"min_requests": 100})
-    engine = Engine(p)
+def test_a_success_after_a_release_ends_the_half_open_state() -> None:
+    engine = Engine(policy({"release_after": 2}, **HALF_OPEN))
     engine.feed(failure(1, 0))
     probes(engine, 1, "oo")
     engine.feed(success(1, 3))
-    # a 401 in a group of several cools on its own (V2.4) anyway: use a failure V2 does not cool alone
-    later = engine.feed(Outcome(event_id="o9", ts=T0 + 4, deployment_id="d0", model_group="g", ok=False,
-                                status_code=500, exception_type="InternalServerError"))
+    later = engine.feed(server_error(2, 4))
     assert later.cooldown is None and later.disposition == "below_threshold"
 
 
-def test_half_open_re_cools_a_failure_the_rules_alone_would_not() -> None:
-    p = policy({"release_after": 1}, thresholds={"min_requests": 100})
-    engine = Engine(p)
+def test_without_probation_a_release_is_not_half_open() -> None:
+    engine = Engine(policy({"release_after": 2}, thresholds={"min_requests": 100}))
     engine.feed(failure(1, 0))
-    probes(engine, 1, "o")
-    step = engine.feed(Outcome(event_id="o9", ts=T0 + 4, deployment_id="d0", model_group="g", ok=False,
-                               status_code=500, exception_type="InternalServerError"))
-    assert step.cooldown is not None and step.cooldown.reason == "probation"
+    probes(engine, 1, "oo")
+    assert engine.feed(server_error(2, 3)).cooldown is None
 
 
 def test_a_duplicate_probe_counts_once() -> None:
@@ -151,20 +156,15 @@ def test_bad_recovery_settings_are_refused() -> None:
 def model(
     events: list[tuple[float, str]], release_after: int, extend: float, max_hold: float
 ) -> list[tuple[str, float]]:
-    """The rules as written in docs/outlier.md, over (ts offset, kind) with kind "fail" (a 401 outcome), "x" or
-    "o" (a failing or healthy probe): every ("cool" | "hold" | "release" | "probation", ts or until)."""
+    """RC1-RC4 as written in docs/probe.md, over (ts offset, kind) with kind "fail" (a 401 outcome), "x" or "o"
+    (a failing or healthy probe): every ("cool" | "hold" | "release", until or ts)."""
     out: list[tuple[str, float]] = []
     end: float | None = None
     since: float | None = None
     good = 0
-    half_open = False
     for dt, kind in events:
         if kind == "fail":
-            if half_open:
-                half_open = False
-                end = dt + COOLDOWN
-                out.append(("probation", end))
-            elif end is None or dt + COOLDOWN > end:  # a 401 cools at once (V2.4); a re-cool only extends
+            if end is None or dt + COOLDOWN > end:  # a 401 cools at once (V2.4); a re-cool only extends
                 end = dt + COOLDOWN
                 out.append(("cool", end))
             continue
@@ -175,7 +175,7 @@ def model(
             good += 1
             if good >= release_after:
                 out.append(("release", dt))
-                end, since, good, half_open = dt, None, 0, True
+                end, since, good = dt, None, 0
             continue
         good = 0
         since = dt if since is None else since
@@ -211,7 +211,7 @@ def test_the_engine_decides_as_the_model(
         if step.release is not None:
             got.append(("release", step.release.ts - T0))
         elif step.cooldown is not None:
-            kind_of = {"probation": "probation", "health_check": "hold"}.get(step.cooldown.reason, "cool")
+            kind_of = "hold" if step.cooldown.reason == "health_check" else "cool"
             got.append((kind_of, step.cooldown.until - T0))
     want = model(events, release_after, extend, max_hold)
     assert [k for k, _ in got] == [k for k, _ in want]
