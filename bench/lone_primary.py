@@ -151,6 +151,7 @@ async def main_async(a: argparse.Namespace) -> list[dict[str, Any]]:
     ns = {s: f"{tag}{s.replace('_', '')}" for s in sides}
     prefix = {s: f"{tag}.{s.replace('_', '')}." for s in sides}
     configs: dict[str, Path] = {}
+    worker_configs: dict[str, Path] = {}
     workers: list[Worker] = []
     procs: list[subprocess.Popen[bytes]] = []
     proxies: dict[str, Proxy] = {}
@@ -168,9 +169,17 @@ async def main_async(a: argparse.Namespace) -> list[dict[str, Any]]:
             configs[s].write_text(yaml.safe_dump(cfg))
             if s == "litellm":
                 continue
+            # the worker's (and the pods' fast path's, and the prober's) config: the routers' own, where coolant
+            # decides, so without `disable_cooldowns` (G4 would read it as "LiteLLM cools nothing here")
+            mine = {**cfg, "router_settings": {k: v for k, v in cfg["router_settings"].items()
+                                               if k != "disable_cooldowns"}}
+            mine.pop("litellm_settings", None)
+            worker_configs[s] = workdir / f"{s}-worker.yaml"
+            worker_configs[s].write_text(yaml.safe_dump(mine))
             await create_topics(BOOTSTRAP, prefix[s], 2)
-            w = Worker(name=s, config=configs[s], bootstrap=BOOTSTRAP, topic_prefix=prefix[s], app_id=f"{tag}-{s}",
-                       workdir=workdir, redis_url=REDIS_URL, redis_key_prefix=f"{ns[s]}:", partitions=2)
+            w = Worker(name=s, config=worker_configs[s], bootstrap=BOOTSTRAP, topic_prefix=prefix[s],
+                       app_id=f"{tag}-{s}", workdir=workdir, redis_url=REDIS_URL, redis_key_prefix=f"{ns[s]}:",
+                       partitions=2)
             w.start()
             workers.append(w)
         for w in workers:
@@ -179,8 +188,9 @@ async def main_async(a: argparse.Namespace) -> list[dict[str, Any]]:
             s = "coolant_outlier"
             log = (workdir / "prober.log").open("wb")
             procs.append(subprocess.Popen(
-                [sys.executable, "-m", "coolant.cli", "probe", "--config", str(configs[s]), "--bootstrap", BOOTSTRAP,
-                 "--redis-url", REDIS_URL, "--redis-key-prefix", f"{ns[s]}:", "--topic-prefix", prefix[s],
+                [sys.executable, "-m", "coolant.cli", "probe", "--config", str(worker_configs[s]),
+                 "--bootstrap", BOOTSTRAP, "--redis-url", REDIS_URL, "--redis-key-prefix", f"{ns[s]}:",
+                 "--topic-prefix", prefix[s],
                  "--group", f"{tag}-probers", "--interval", str(a.probe_interval),
                  "--cooled-interval", str(a.cooled_interval), "--timeout", "2"],
                 cwd=ROOT, stdout=log, stderr=subprocess.STDOUT,
@@ -195,8 +205,9 @@ async def main_async(a: argparse.Namespace) -> list[dict[str, Any]]:
                                         disable_cooldowns=rs.get("disable_cooldowns", False))
                 routers[s] = router
                 if s != "litellm":
-                    cb = CoolantCallback(BOOTSTRAP, topic_prefix=prefix[s], gateway=f"router-{s}", config=configs[s],
-                                         redis_url=REDIS_URL, redis_key_prefix=f"{ns[s]}:", routers=[router])
+                    cb = CoolantCallback(BOOTSTRAP, topic_prefix=prefix[s], gateway=f"router-{s}",
+                                         config=worker_configs[s], redis_url=REDIS_URL,
+                                         redis_key_prefix=f"{ns[s]}:", routers=[router])
                     callbacks.append(cb)
                     litellm.callbacks.append(cb)
                     await cb.start_push()
@@ -204,7 +215,7 @@ async def main_async(a: argparse.Namespace) -> list[dict[str, Any]]:
                 env = {} if s == "litellm" else {
                     "COOLANT_KAFKA_BOOTSTRAP": BOOTSTRAP, "COOLANT_TOPIC_PREFIX": prefix[s],
                     "COOLANT_REDIS_URL": REDIS_URL, "COOLANT_REDIS_KEY_PREFIX": f"{ns[s]}:",
-                    "COOLANT_GATEWAY_ID": f"proxy-{s}", "COOLANT_CONFIG": str(configs[s])}
+                    "COOLANT_GATEWAY_ID": f"proxy-{s}", "COOLANT_CONFIG": str(worker_configs[s])}
                 proxies[s] = Proxy(f"proxy-{s}", configs[s], env, workdir)
         for p in proxies.values():
             await p.wait_ready(900)

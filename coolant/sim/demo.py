@@ -3,7 +3,8 @@
 Starts a worker, plays simulated gateway traffic in real time (three LiteLLM pods, two free-tier
 Gemini keys drained by coding-agent bursts, a key that starts answering 401), and shows the
 cooldowns appearing in Redis and expiring. The simulated routers read the same Redis keys
-LiteLLM routers read, so they skip cooled keys: the loop is closed, as in production.
+LiteLLM routers read, so they skip cooled keys: the loop is closed, as in production. It closes with the
+outlier profile against LiteLLM alone on one incident, a lone primary failing for a minute (`incident_table`).
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ from rich.table import Table
 from coolant.io.admin import delete_topics
 from coolant.io.cooldowns import ActiveCooldown, active_cooldowns
 from coolant.schemas import Cooldown, decode, encode
+from coolant.sim.incident import compare
 from coolant.sim.simulate import AgentLoad, Fault, s1, simulate, write_litellm_config
 from coolant.topics import Topics
 
@@ -209,6 +211,20 @@ async def _run(console: Console, bootstrap: str, redis_url: str, key_prefix: str
     return state
 
 
+def incident_table() -> Table:
+    """The outlier profile against LiteLLM alone on one incident (`coolant.sim.incident`, simulated)."""
+    table = Table(title="The same incident three ways: a lone primary with a fallback group fails (500s) for 60 s "
+                        "(simulated, 15 requests/min, num_retries 2)", title_justify="left")
+    for column in ("decider", "primary attempts in the outage", "requests failed", "back on the primary after "
+                   "the heal", "probes"):
+        table.add_column(column, justify="left" if column == "decider" else "right")
+    for row in compare():
+        back = "never" if row.back_on_primary_s is None else f"{row.back_on_primary_s:.1f} s"
+        table.add_row(row.decider, str(row.primary_attempts_in_outage), f"{row.failed} of {row.requests}", back,
+                      str(row.probes))
+    return table
+
+
 def _drop_topics(console: Console, bootstrap: str, prefixes: list[str]) -> None:
     """The run's topics and its worker's changelogs go with it (each run makes its own)."""
     try:
@@ -268,6 +284,8 @@ def run_demo(console: Console, bootstrap: str, redis_url: str, minutes: float = 
             *(["no cooldown reached Redis"] if state.cooldowns and not state.ever_active else []),
             *([f"{len(state.active)} cooldowns had not expired 90 s after the traffic"] if state.active else []),
         ]
+        console.line()
+        console.print(incident_table())
         if problems:
             tail = log.read_text(errors="replace").splitlines()[-20:]
             console.print(f"[red]demo did not complete as expected[/red]: {'; '.join(problems)}", highlight=False)
