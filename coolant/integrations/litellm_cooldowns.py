@@ -107,13 +107,28 @@ class LocalCooldowns:
         return True
 
     def release(self, deployment_id: str, at: float) -> bool:
-        """An admin release (K3): drop the copy of a cooldown that started at or before `at`. True if dropped."""
+        """A release (K3 by the admin API, RC4 by probes): drop the copy of a cooldown that started at or before
+        `at`, coolant's and LiteLLM's own memory copy of what it read from Redis (which it would otherwise keep
+        until that cooldown's end: the key is gone from Redis, but LiteLLM reads Redis only for keys it does not
+        hold). True if coolant's copy was dropped."""
+        theirs = self._litellm_copy(deployment_id)
+        started = None if theirs is None else theirs.get("timestamp")
+        if isinstance(started, int | float) and started <= at and hasattr(self._inner, "evict_local"):
+            self._inner.evict_local(deployment_id)
         held = self._local.get(deployment_id)
         ts = None if held is None else held[1].get("timestamp")
         if isinstance(ts, int | float) and ts <= at:
             del self._local[deployment_id]
             return True
         return False
+
+    def _litellm_copy(self, deployment_id: str) -> Value | None:
+        """LiteLLM's own memory entry for the deployment (its store's `snapshot`, keyed as its cache keys), if any."""
+        snapshot = getattr(self._inner, "snapshot", None)
+        if snapshot is None:
+            return None
+        value = snapshot().get(cooldown_key("", deployment_id))
+        return value if isinstance(value, Mapping) else None
 
     def apply_cooldown(self, cd: Cooldown) -> bool:
         return self.apply(cd.deployment_id, litellm_fields(cd))

@@ -32,7 +32,13 @@ litellm = pytest.importorskip("litellm")
 from coolant.config.loader import parse_config  # noqa: E402
 from coolant.integrations.litellm import CoolantCallback  # noqa: E402
 from coolant.integrations.litellm_cooldowns import local_cooldowns  # noqa: E402
-from coolant.io.materializer import RedisSink, cooldown_channel, cooldown_key, litellm_value  # noqa: E402
+from coolant.io.materializer import (  # noqa: E402
+    RedisSink,
+    cooldown_channel,
+    cooldown_key,
+    litellm_fields,
+    litellm_value,
+)
 from coolant.processors.prefetch import prefetch  # noqa: E402
 from coolant.schemas import Outcome  # noqa: E402
 
@@ -360,6 +366,39 @@ async def test_an_admin_release_reaches_the_pods_copies(redis: Redis, redis_url:
         local = local_cooldowns(router)
         later = {"exception_received": "x", "status_code": "429", "timestamp": time.time() + 1, "cooldown_time": 30}
         assert local.apply(bad, later) and not local.release(bad, time.time() - 5)
+    finally:
+        await pod.aclose()
+
+
+async def test_a_probe_release_reaches_litellms_own_memory_copy(redis: Redis, redis_url: str, tag: str) -> None:
+    """RC4: a router on the fleet's Redis has read the cooldown into its own memory tier, which it keeps until the
+    cooldown's end (it reads Redis only for keys it does not hold). The release, announced on the push, drops
+    that copy too, so the next pick routes to the deployment again."""
+    group, model_list = group_of(tag)
+    router = router_for(model_list, redis_url, tag)
+    prefix = f"push-{tag}:"
+    pod = CoolantCallback(publisher=Collected(), redis_url=redis_url, redis_key_prefix=prefix, routers=[router])
+    feed = await pod.start_push()
+    assert feed is not None
+    await asyncio.wait_for(feed.subscribed.wait(), 10)
+    bad = f"{group}-bad"
+    sink = RedisSink(redis, prefix)
+    try:
+        rec = Outcome(event_id=f"{tag}-1", ts=time.time(), deployment_id=bad, model_group=group, ok=False,
+                      status_code=429, exception_type="RateLimitError")
+        cd = prefetch(policy_for(model_list), rec)
+        assert cd is not None and await sink.write(cd)
+        while feed.stats.applied < 1:
+            await asyncio.sleep(0.005)
+        local = local_cooldowns(router)
+        local.inner.put(bad, litellm_fields(cd), cd.until - time.time())  # what LiteLLM's Redis read leaves
+        assert local.inner.snapshot().get(cooldown_key("", bad)) is not None
+        assert bad not in await picks(router, group, 60)
+        assert await sink.release(bad, time.time())
+        while feed.stats.applied < 2:
+            await asyncio.sleep(0.005)
+        assert local.inner.snapshot().get(cooldown_key("", bad)) is None
+        assert bad in await picks(router, group, 60)
     finally:
         await pod.aclose()
 
