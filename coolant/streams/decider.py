@@ -117,6 +117,8 @@ class Decider:
         policy = self.registry.policy
         request = self.request_store if expected is Health and policy.options.recovery is not None else None
         dispositions: Counter[str] = Counter()
+        sent: list[tuple[Any, Any, Step | None, float]] = []
+        """The batch's outputs in flight: (message, delivery future, the step if it is a cooldown, decided when)."""
         for message, rec in items:
             dep = rec.deployment_id
             ps = store.load(dep)
@@ -134,18 +136,33 @@ class Decider:
                     value = encode_health_state(dep, step.health)
                     await self.ctx.topics.health_state.send(key=dep.encode(), value=value)
                     if step.transition is not None:
-                        await self._publish_transition(step.transition)
+                        sent.append((message, await self._send_transition(step.transition), None, 0.0))
                 if step.cooldown is not None:
                     decided = time.time()
-                    await self._publish(step)
-                    if not self.shadow and not step.candidate:
-                        observe_stages(message, arrived, taken, decided)
+                    sent.append((message, await self._send(step), step, decided))
             except Exception as exc:  # B8: a bug met by one record must not stop the partition
-                await self.ctx.deadletters.failed(message, exc, "shadow decider" if self.shadow else "decider")
+                await self.ctx.deadletters.failed(message, exc, self._stage)
                 dispositions[Disposition.FAILED] += 1
                 continue
             dispositions[step.disposition] += 1
             store.touch(dep, ps, message.partition)
+        # All of the batch's outputs went out before any is awaited: one broker round trip for the batch, where
+        # awaiting each in turn cost one per cooldown and transition, and held every later record of the lane.
+        failed: set[int] = set()
+        for message, fut, cooled, decided in sent:
+            try:
+                await fut
+            except Exception as exc:  # B8, as above
+                if id(message) not in failed:
+                    failed.add(id(message))
+                    await self.ctx.deadletters.failed(message, exc, self._stage)
+                    dispositions[Disposition.FAILED] += 1
+                continue
+            if cooled is not None and not cooled.candidate:
+                assert cooled.cooldown is not None
+                await self._durable(cooled.cooldown)
+                if not self.shadow:
+                    observe_stages(message, arrived, taken, decided)
         await store.flush(self.ctx.app.producer)
         if request is not None:
             await request.flush(self.ctx.app.producer)
@@ -158,35 +175,44 @@ class Decider:
         if self.release is not None:
             await self.release(release)
 
-    async def _publish(self, step: Step) -> None:
-        """Send a step's cooldown (a candidate to the ejection stage, X3) and wait until it is durable."""
+    @property
+    def _stage(self) -> str:
+        return "shadow decider" if self.shadow else "decider"
+
+    async def _send(self, step: Step) -> Any:
+        """Send a step's cooldown (a candidate to the ejection stage, X3); its delivery future."""
         cd = step.cooldown
         assert cd is not None
         if step.candidate:
-            fut = await self.candidates.send(key=cd.model_group.encode(), value=encode(cd))
-            await fut
-        else:
-            await self._emit(cd, encode(cd))
+            return await self.candidates.send(key=cd.model_group.encode(), value=encode(cd))
+        return await self._send_cooldown(cd, encode(cd))
 
-    async def _emit(self, cd: Cooldown, value: bytes) -> None:
-        """A cooldown to the cooldowns topic, counted; once durable, the enforced decider writes it to Redis at
-        once (`EarlyWrites`), ahead of the materializer that reads it back from the topic."""
+    async def _send_cooldown(self, cd: Cooldown, value: bytes) -> Any:
+        """A cooldown to the cooldowns topic, counted; its delivery future."""
         self.cooldowns_metric.labels(cd.model_group, cd.reason).inc()
         if not self.shadow:
             metrics.cooled_down(cd)
-        fut = await self.cooldowns.send(key=cd.deployment_id.encode(), value=value)
-        await fut
+        return await self.cooldowns.send(key=cd.deployment_id.encode(), value=value)
+
+    async def _durable(self, cd: Cooldown) -> None:
+        """A cooldown is durable: the enforced decider writes it to Redis at once (`EarlyWrites`), ahead of the
+        materializer that reads it back from the topic."""
         if self.early is not None:
             self.early.submit(cd)
             # let the write go out now: otherwise it would start only once the rest of the batch is decided,
             # its states flushed and acknowledged (the batch loop does not otherwise yield to the event loop)
             await asyncio.sleep(0)
 
-    async def _publish_transition(self, ht: HealthTransition) -> None:
-        """A health flip (issue 6) on the transitions topic, durable before the state that knows of it is saved."""
+    async def _emit(self, cd: Cooldown, value: bytes) -> None:
+        """A cooldown (one the X3 stage passed) to the cooldowns topic, durable, then written early."""
+        await (await self._send_cooldown(cd, value))
+        await self._durable(cd)
+
+    async def _send_transition(self, ht: HealthTransition) -> Any:
+        """A health flip (issue 6) on the transitions topic; durable before the state that knows of it is saved
+        (the batch awaits its delivery future)."""
         metrics.HEALTH_TRANSITIONS.labels(ht.model_group, "true" if ht.healthy else "false").inc()
-        fut = await self.ctx.topics.transitions.send(key=ht.deployment_id.encode(), value=encode(ht))
-        await fut
+        return await self.ctx.topics.transitions.send(key=ht.deployment_id.encode(), value=encode(ht))
 
     async def _history_agent(self, stream: Any) -> None:
         """Each deployment's last cooldowns, whatever emitted them (policy, X3 filter, manual), for the admin API.

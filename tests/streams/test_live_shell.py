@@ -343,6 +343,21 @@ async def test_an_early_write_goes_out_once_its_cooldown_is_durable_before_the_r
     assert cooldown[0] < redis[0] < min(states), "the early write waited for the batch"
 
 
+async def test_a_batch_sends_all_its_cooldowns_before_awaiting_any(cfg: Config) -> None:
+    """Five deployments cooled in one batch: the five cooldowns are in flight together (one broker round trip for
+    the batch, not one per cooldown in turn), and still every one is durable before the states are saved."""
+    lines = [auth_error(f"b{i}", f"dep-{i:02d}", i) for i in range(5)]
+    async with MemoryWorker(cfg) as w:
+        w.producer.hold()
+        await w.deliver(w.names.outcomes, lines)
+        await w.changed.until(lambda: w.producer.held >= 5, "all five cooldowns sent before any is acknowledged")
+        assert not w.producer.on(w.state_changelog), "a state saved before its cooldown was durable"
+        w.producer.release()
+        await w.settled()
+    cooldowns = w.index("send", w.names.cooldowns)
+    assert len(cooldowns) == 5 and max(cooldowns) < min(w.index("send", w.state_changelog))
+
+
 def stage_counts() -> dict[str, float]:
     return {stage: metrics.REGISTRY.get_sample_value("coolant_cooldown_stage_seconds_count", {"stage": stage}) or 0.0
             for stage in metrics.COOLDOWN_STAGES}
