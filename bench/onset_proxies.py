@@ -82,10 +82,12 @@ from tests.integration.harness import (  # noqa: E402
 
 
 def proxy_config(path: Path, models: list[dict[str, Any]], mode: str, namespace: str,
-                 num_retries: int | None) -> Path:
+                 num_retries: int | None, **settings: Any) -> Path:
+    """A side's proxy config: its routers share one Redis under `namespace`; `settings` are more
+    `router_settings`; the coolant side's routers never cool (`disable_cooldowns`) and run the callback."""
     u = urlparse(REDIS_URL)
     router: dict[str, Any] = {"redis_host": u.hostname or "127.0.0.1", "redis_port": u.port or 6379,
-                              "cache_kwargs": {"namespace": namespace}}
+                              "cache_kwargs": {"namespace": namespace}, **settings}
     if num_retries is not None:
         router["num_retries"] = num_retries
     cfg: dict[str, Any] = {"model_list": models, "router_settings": router}
@@ -94,6 +96,18 @@ def proxy_config(path: Path, models: list[dict[str, Any]], mode: str, namespace:
         cfg["litellm_settings"] = {"callbacks": ["coolant.integrations.litellm.coolant_callback"]}
     path.write_text(yaml.safe_dump(cfg))
     return path
+
+
+def pod_env(mode: str, i: int, prefix: str, namespace: str, worker_config: Path | None) -> dict[str, str]:
+    """Pod i's environment: none on the litellm side; the callback's settings on the coolant side, each pod its
+    own gateway, and with `worker_config` the fast path (the pod reads the worker's config)."""
+    if mode != "coolant":
+        return {}
+    env = {"COOLANT_KAFKA_BOOTSTRAP": BOOTSTRAP, "COOLANT_TOPIC_PREFIX": prefix, "COOLANT_REDIS_URL": REDIS_URL,
+           "COOLANT_REDIS_KEY_PREFIX": f"{namespace}:", "COOLANT_GATEWAY_ID": f"pod-{i}"}
+    if worker_config is not None:
+        env["COOLANT_CONFIG"] = str(worker_config)
+    return env
 
 
 async def run(fake: FakeOpenAI, proxies: list[Proxy], group: str, start_at: float, a: argparse.Namespace,
@@ -148,13 +162,7 @@ async def main_async(a: argparse.Namespace) -> None:
     for mode in MODES:
         config = proxy_config(workdir / f"proxy-{mode}.yaml", models[mode], mode, namespace, a.num_retries)
         for i in range(PODS):
-            env = {}
-            if mode == "coolant":
-                env = {"COOLANT_KAFKA_BOOTSTRAP": BOOTSTRAP, "COOLANT_TOPIC_PREFIX": prefix,
-                       "COOLANT_REDIS_URL": REDIS_URL, "COOLANT_REDIS_KEY_PREFIX": f"{namespace}:",
-                       "COOLANT_GATEWAY_ID": f"pod-{i}"}
-                if a.coolant == "fast":
-                    env["COOLANT_CONFIG"] = str(worker_config)
+            env = pod_env(mode, i, prefix, namespace, worker_config if a.coolant == "fast" else None)
             sides[mode].append(Proxy(f"{mode}-{i}", config, env, workdir))
     results: dict[tuple[int, str], list[int]] = {}
     loads: dict[int, tuple[float, float, float]] = {}
@@ -208,14 +216,19 @@ async def main_async(a: argparse.Namespace) -> None:
         if a.dump:
             dump(Path(a.dump), tag, onsets, a, results, requests, cooldowns, outcomes)
     finally:
-        for proxies in sides.values():
-            for p in proxies:
-                await p.stop()
-        worker.stop()
-        fake.stop()
-        await delete_topics(BOOTSTRAP, [prefix, f"{tag}-app"])
-        await delete_redis_keys(REDIS_URL, f"{namespace}:")
+        await stop_all(sides, worker, fake, tag)
     print(f"total {time.monotonic() - t_start:.0f} s")
+
+
+async def stop_all(sides: dict[str, list[Proxy]], worker: Worker, fake: FakeOpenAI, tag: str) -> None:
+    """Stop a run's proxies, worker and upstream; delete its topics (`<tag>.`, the worker's app) and Redis keys."""
+    for proxies in sides.values():
+        for p in proxies:
+            await p.stop()
+    worker.stop()
+    fake.stop()
+    await delete_topics(BOOTSTRAP, [f"{tag}.", f"{tag}-app"])
+    await delete_redis_keys(REDIS_URL, f"{tag}:")
 
 
 def write_json(path: Path, onsets: list[int], results: dict[tuple[int, str], list[int]],

@@ -16,7 +16,7 @@ import sys
 import threading
 import time
 import uuid
-from collections import Counter
+from collections import Counter, deque
 from pathlib import Path
 from typing import Any
 
@@ -82,7 +82,9 @@ class FakeOpenAI:
     (a 200 stream that dies after `STREAM_CHUNKS` chunks: no final chunk, no `[DONE]`, the connection closed),
     `early` (a 200 stream closed before its first chunk), `slow` (`SLOW_CHUNKS` chunks `SLOW_EVERY` s apart, then
     a clean end); unstreamed, `cut` and `early` close the connection without an answer and `slow` answers 200.
-    Any other mode answers 200 until it is put in `failing`, then 500 (an incident switched on at a chosen moment).
+    Any other mode answers 200 until it is put in `failing`, then 500 (an incident switched on at a chosen moment),
+    or, once in `limits` as (n, seconds), 429 with `Retry-After: 30` while it has served n requests in the last
+    `seconds` (a free-tier key's sliding window; a refused request does not count).
     Any key but `sk-good` gets a 401, whatever the mode (a broken deployment). `calls` counts (mode, status) as
     the request arrives: every upstream call, whatever became of it (a dropped one counts as status 0, a
     stream as 200).
@@ -91,6 +93,8 @@ class FakeOpenAI:
     def __init__(self) -> None:
         self.calls: Counter[tuple[str, int]] = Counter()
         self.failing: set[str] = set()
+        self.limits: dict[str, tuple[int, float]] = {}
+        self._served: dict[str, deque[float]] = {}
         self.port = 0
         self._loop = asyncio.new_event_loop()
         self._runner: web.AppRunner | None = None
@@ -107,6 +111,9 @@ class FakeOpenAI:
             return await self._stream(request, mode, str(body.get("model")), bool(body.get("stream")))
         if not authorized:
             response = _error(401, "Incorrect API key provided: sk-brok****oken.", "invalid_request_error")
+        elif mode in self.limits and self._spent(mode):
+            response = _error(429, "Resource has been exhausted (e.g. check quota).", "rate_limit", **{
+                "Retry-After": "30"})
         elif mode == "ok" or (mode not in _MODES and mode not in self.failing):
             response = web.json_response(_chat(str(body.get("model"))))
         elif mode == "quota":
@@ -119,6 +126,18 @@ class FakeOpenAI:
             response = _error(500, "The server had an error while processing your request.", "server_error")
         self.calls[(mode, response.status)] += 1
         return response
+
+    def _spent(self, mode: str) -> bool:
+        """Whether `mode`'s window is full; else the request is counted in it."""
+        limit, seconds = self.limits[mode]
+        served = self._served.setdefault(mode, deque())
+        now = time.monotonic()
+        while served and now - served[0] >= seconds:
+            served.popleft()
+        if len(served) >= limit:
+            return True
+        served.append(now)
+        return False
 
     async def _stream(self, request: web.Request, mode: str, model: str, streamed: bool) -> web.StreamResponse:
         if not streamed and mode != "slow":
@@ -193,6 +212,17 @@ def deployment(dep_id: str, group: str, api_base: str | None = None, *, key: str
 
 
 MESSAGES = [{"role": "user", "content": "hi"}]
+
+
+class Collected:
+    """A publisher that keeps what it is given (for tests where the Kafka side is not under test)."""
+
+    def __init__(self) -> None:
+        self.records: list[Any] = []
+
+    def publish(self, record: Any) -> bool:
+        self.records.append(record)
+        return True
 
 
 class Proxy:

@@ -20,7 +20,7 @@ from typing import Any
 
 import pytest
 import yaml
-from support_litellm import MESSAGES, STREAM_CHUNKS, FakeOpenAI, Proxy, deployment
+from support_litellm import MESSAGES, STREAM_CHUNKS, Collected, FakeOpenAI, Proxy, deployment
 
 litellm = pytest.importorskip("litellm")
 openai = pytest.importorskip("openai")
@@ -34,17 +34,6 @@ pytestmark = [pytest.mark.integration, pytest.mark.filterwarnings("ignore:.*Read
 
 SETTLE = 1.5
 """Seconds to keep listening once the expected records are there: a repeat would come within them."""
-
-
-class Capture:
-    """A publisher that keeps what it is handed."""
-
-    def __init__(self) -> None:
-        self.records: list[Outcome] = []
-
-    def publish(self, record: Outcome) -> bool:
-        self.records.append(record)
-        return True
 
 
 async def settled(read: Callable[[], Any], n: int, timeout: float = 30.0) -> list[Any]:
@@ -77,17 +66,8 @@ def rows(records: list[Any]) -> list[tuple[Any, ...]]:
 
 
 @pytest.fixture
-def fake() -> Iterator[FakeOpenAI]:
-    server = FakeOpenAI().start()
-    try:
-        yield server
-    finally:
-        server.stop()
-
-
-@pytest.fixture
-async def capture() -> AsyncIterator[tuple[CoolantCallback, Capture]]:
-    sink = Capture()
+async def capture() -> AsyncIterator[tuple[CoolantCallback, Collected]]:
+    sink = Collected()
     cb = CoolantCallback(publisher=sink, gateway="bare")
     saved = list(litellm.callbacks)
     litellm.callbacks = [cb]
@@ -103,7 +83,7 @@ def group() -> str:
 
 
 @pytest.mark.parametrize("retries", [0, 2, 5])
-async def test_bare_router_retries(fake: FakeOpenAI, capture: tuple[CoolantCallback, Capture], retries: int) -> None:
+async def test_bare_router_retries(fake: FakeOpenAI, capture: tuple[CoolantCallback, Collected], retries: int) -> None:
     cb, sink = capture
     g = group()
     router = litellm.Router(model_list=[deployment("d-err", g, fake.base("err"))], num_retries=retries,
@@ -120,7 +100,7 @@ async def test_bare_router_retries(fake: FakeOpenAI, capture: tuple[CoolantCallb
     assert cb.stats.repeated == retries + 1  # each attempt reached both failure hooks, and was published once
 
 
-async def test_bare_router_fallback_hop(fake: FakeOpenAI, capture: tuple[CoolantCallback, Capture]) -> None:
+async def test_bare_router_fallback_hop(fake: FakeOpenAI, capture: tuple[CoolantCallback, Collected]) -> None:
     _, sink = capture
     g, h = group(), group()
     router = litellm.Router(model_list=[deployment("d-g", g, fake.base("err")), deployment("d-h", h, fake.base("ok"))],
@@ -136,7 +116,7 @@ async def test_bare_router_fallback_hop(fake: FakeOpenAI, capture: tuple[Coolant
                          ("d-h", True, None, 2, True, None)]
 
 
-async def test_bare_router_sync_retries(fake: FakeOpenAI, capture: tuple[CoolantCallback, Capture]) -> None:
+async def test_bare_router_sync_retries(fake: FakeOpenAI, capture: tuple[CoolantCallback, Collected]) -> None:
     """`Router.completion` reaches only the sync failure hook, once per attempt."""
     cb, sink = capture
     g = group()
@@ -168,7 +148,7 @@ async def consume(stream: Any) -> tuple[int, BaseException | None]:
     return n, None
 
 
-async def test_bare_router_streams(fake: FakeOpenAI, capture: tuple[CoolantCallback, Capture]) -> None:
+async def test_bare_router_streams(fake: FakeOpenAI, capture: tuple[CoolantCallback, Collected]) -> None:
     """A stream that dies before its first chunk is retried (each attempt published); one that dies after some
     chunks is not (the caller has content), and is published as one failed attempt with no status."""
     _, sink = capture

@@ -25,7 +25,7 @@ import orjson
 import pytest
 import yaml
 from redis.asyncio import Redis
-from support_litellm import MESSAGES, deployment
+from support_litellm import MESSAGES, Collected, deployment
 
 litellm = pytest.importorskip("litellm")
 
@@ -45,17 +45,6 @@ from coolant.schemas import Outcome  # noqa: E402
 pytestmark = [pytest.mark.integration, pytest.mark.filterwarnings("ignore:.*ReadOnly.*:UserWarning")]
 
 RATE_LIMIT = "litellm.RateLimitError"
-
-
-class Collected:
-    """A publisher that keeps what it is given (the Kafka side is not under test here)."""
-
-    def __init__(self) -> None:
-        self.records: list[Outcome] = []
-
-    def publish(self, record: Outcome) -> bool:
-        self.records.append(record)
-        return True
 
 
 @pytest.fixture
