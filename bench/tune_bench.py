@@ -8,7 +8,9 @@ bench/incident_traffic.py), then runs what `coolant tune` runs, timing each phas
   read     reading + decoding + validating every record once, and indexing the traffic;
   grid     12 policies (router allowed_fails null/0/3 × window tumbling/sliding × backoff off/on),
            each a full replay plus its metrics, over --jobs worker processes (default: CPU count);
-then one `coolant replay` of the same file on the same backend (its ratio to the tune run is the goal's figure),
+then one `coolant replay` of the same file on the same backend (its ratio to the tune run is the goal's figure;
+on a loaded machine the CPU-based one is steadier: read CPU plus grid CPU spread over the processes, over the
+replay's CPU seconds),
 and prints the wall time and records × policies per second (of the grid phase and overall), and
 the CPU time the grid used (records × policies per CPU-second is the per-core rate, which holds on
 a busy machine too). Peak RSS is shown for the parent and for the largest worker.
@@ -61,10 +63,10 @@ def main() -> None:
     raw = load_yaml(config.read_text())
     points = build_grid(raw, [parse_axis(g) for g in GRID], str(config))
 
-    started = time.perf_counter()
+    started, cpu_started = time.perf_counter(), _cpu()
     backend = resolve(a.backend)
     recording = load_recording(read_blocks([str(data)]), quiet_gap=60, keep_blocks=backend == "native")
-    t_read = time.perf_counter() - started
+    t_read, cpu_read = time.perf_counter() - started, _cpu() - cpu_started
     charted = recording.busiest(3)
     grid_started = time.perf_counter()
     cpu_before = _cpu()
@@ -76,9 +78,11 @@ def main() -> None:
     t_grid = time.perf_counter() - grid_started
     cpu_grid = _cpu() - cpu_before
     wall = time.perf_counter() - started
-    replay_started = time.perf_counter()
+    replay_started, cpu_before = time.perf_counter(), _cpu()
     run_replay(str(data), config, a.backend)
-    t_replay = time.perf_counter() - replay_started
+    t_replay, cpu_replay = time.perf_counter() - replay_started, _cpu() - cpu_before
+    # the wall time the run would take on `jobs` otherwise idle cores: its CPU seconds spread over them
+    idle_ratio = (cpu_read + cpu_grid / run.jobs) / cpu_replay
 
     n, k = len(recording.records), len(points)
     size_mb = data.stat().st_size / 1e6
@@ -95,12 +99,16 @@ def main() -> None:
     print(f"peak RSS    {parent:>8,.0f} MB parent, {child:,.0f} MB largest worker")
     print(f"replay      {t_replay:>8.2f} s  (one `coolant replay` of the file, backend {backend}): tune = "
           f"{wall / t_replay:.2f}x one replay")
+    print(f"CPU         read {cpu_read:.2f} s + grid {cpu_grid:.2f} s over {run.jobs} processes, against one replay's "
+          f"{cpu_replay:.2f} s: {idle_ratio:.2f}x one replay on idle cores")
     if a.json is not None:
         a.json.write_bytes(orjson.dumps({
             "stream": a.stream, "backend": backend, "records": recording.lines, "policies": k, "jobs": run.jobs,
             "seconds": round(wall, 3), "read_seconds": round(t_read, 3), "grid_seconds": round(t_grid, 3),
             "grid_cpu_seconds": round(cpu_grid, 3), "replay_seconds": round(t_replay, 3),
-            "ratio_to_replay": round(wall / t_replay, 3), "load_before": load_before,
+            "ratio_to_replay": round(wall / t_replay, 3), "read_cpu_seconds": round(cpu_read, 3),
+            "replay_cpu_seconds": round(cpu_replay, 3), "cpu_ratio_to_replay": round(idle_ratio, 3),
+            "load_before": load_before,
             "load_after": os.getloadavg()[0],
         }, option=orjson.OPT_INDENT_2))
     print()
