@@ -7,6 +7,8 @@ T0 = 1800000000, records for d0 at T0+30, T0+31, … unless `at` is given. "befo
 
 from __future__ import annotations
 
+import functools
+
 import pytest
 from vectors_support import NO, V, cool, fail, no, pre_call, run_vector, success
 
@@ -16,16 +18,9 @@ BELOW = no("below_threshold")
 QUIET = "20/0"
 
 
-def cf(d, **kw):
-    return cool("consecutive_failures", d, **kw)
-
-
-def rr(d, **kw):
-    return cool("recent_failure_rate", d, **kw)
-
-
-def pb(d, **kw):
-    return cool("probation", d, **kw)
+cf = functools.partial(cool, "consecutive_failures")
+rr = functools.partial(cool, "recent_failure_rate")
+pb = functools.partial(cool, "probation")
 
 
 def cut(origin: str | None = "upstream", **kw):
