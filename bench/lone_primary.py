@@ -55,6 +55,7 @@ sys.path.insert(0, str(ROOT / "tests" / "litellm"))
 sys.path.insert(0, str(ROOT / "bench"))
 
 import litellm  # noqa: E402
+from bench_args import listed, write_json  # noqa: E402
 from outlier_upstream import Upstream  # noqa: E402
 from support_litellm import Proxy  # noqa: E402
 
@@ -306,16 +307,9 @@ def main() -> None:
     p.add_argument("--probe-interval", type=float, default=60.0, help="the prober's --interval (its rounds)")
     p.add_argument("--dump", metavar="FILE", help="also write every request and upstream call there (JSON)")
     a = p.parse_args()
-    for s in a.sides.split(","):
-        if s not in SIDES:
-            p.error(f"unknown side {s!r}")
-    for c in a.clients.split(","):
-        if c not in CLIENTS:
-            p.error(f"unknown client {c!r}")
-    results = asyncio.run(main_async(a))
-    if a.json:
-        Path(a.json).write_text(json.dumps(results, indent=2) + "\n")
-        print(f"wrote {a.json}")
+    listed(p, a.sides, SIDES, "side")
+    listed(p, a.clients, CLIENTS, "client")
+    write_json(a.json, asyncio.run(main_async(a)))
 
 
 if __name__ == "__main__":

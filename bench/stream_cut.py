@@ -26,7 +26,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
-import json
 import os
 import subprocess
 import sys
@@ -40,11 +39,10 @@ import orjson
 import yaml
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "tests" / "litellm"))
-sys.path.insert(0, str(ROOT / "bench"))
+sys.path[:0] = [str(ROOT / "bench"), str(ROOT / "tests" / "litellm"), str(ROOT)]
 
 import openai  # noqa: E402
+from bench_args import listed, write_json  # noqa: E402
 from onset_compare import BOOTSTRAP, PODS, REDIS_URL, paced  # noqa: E402
 from onset_proxies import proxy_config  # noqa: E402
 from outlier_upstream import STREAM_KINDS, Upstream  # noqa: E402
@@ -158,7 +156,7 @@ async def main_async(a: argparse.Namespace) -> list[dict[str, Any]]:
                 cwd=ROOT, stdout=(workdir / "prober.log").open("wb"), stderr=subprocess.STDOUT,
                 env={**os.environ, "PYTHONPATH": str(ROOT), "LITELLM_LOCAL_MODEL_COST_MAP": "True"})
         for side in SIDES:
-            config = proxy_config(workdir / f"proxy-{side}.yaml", models[side], side, namespace)
+            config = proxy_config(workdir / f"proxy-{side}.yaml", models[side], side, namespace, 0)
             for i in range(PODS):
                 env = {} if side == "litellm" else {
                     "COOLANT_KAFKA_BOOTSTRAP": BOOTSTRAP, "COOLANT_TOPIC_PREFIX": prefix,
@@ -226,13 +224,8 @@ def main() -> None:
     p.add_argument("--cooled-interval", type=float, default=1.0, help="the prober's --cooled-interval")
     p.add_argument("--dump", metavar="FILE", help="also write every request there (JSON lines)")
     a = p.parse_args()
-    for kind in a.kinds.split(","):
-        if kind not in STREAM_KINDS:
-            p.error(f"unknown kind {kind!r}")
-    results = asyncio.run(main_async(a))
-    if a.json:
-        Path(a.json).write_text(json.dumps(results, indent=2) + "\n")
-        print(f"wrote {a.json}")
+    listed(p, a.kinds, STREAM_KINDS, "kind")
+    write_json(a.json, asyncio.run(main_async(a)))
 
 
 if __name__ == "__main__":
