@@ -2,7 +2,7 @@
 
     scripts/kafka-local start && scripts/redis-local start
     .venv/bin/python bench/onset_proxies.py [--onsets 1,15,30,45,59] [--repeat 2] [--rate 30] [--coolant fast]
-        [--num-retries N] [--json FILE]
+        [--num-retries N] [--json FILE] [--profile outlier]
 
 `bench/onset_compare.py` runs the same incident on three Routers in one process; here each pod is its own
 `litellm --config` process (LiteLLM 1.110.2, as a deployment runs it), driven by the `openai` SDK
@@ -18,6 +18,8 @@ by side on the same upstream switch, each run with its own deployments A, B, C:
             (`COOLANT_GATEWAY_ID` pod-0..2) with `COOLANT_REDIS_URL` (the push); one `coolant worker`.
             --coolant fast (default): `COOLANT_CONFIG` too, so the pods' fast path decides, including PF (the
             pod's own D7 counters, docs/windows.md §6); --coolant push: no config, the worker decides alone.
+            --profile outlier: the worker's config turns the outlier profile on (docs/outlier.md), and one
+            `coolant probe` probes cooled deployments every second (recovery that probes).
 
 Prints per onset the failed requests of each side (per run; --json FILE writes, per onset, `onset`, the mean
 failed requests of `litellm` and of `coolant` over the runs, the `runs`, and the `load` average after them);
@@ -37,6 +39,7 @@ import argparse
 import asyncio
 import os
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -150,14 +153,25 @@ async def main_async(a: argparse.Namespace) -> None:
         models[mode].append(deployment(f"{tag}-{mode}-warmup", f"{tag}-{mode}-warmup", fake.base("ok")))
     worker_config = workdir / "worker.yaml"
     worker_cfg: dict[str, Any] = {"model_list": models["coolant"]}
+    coolant_cfg: dict[str, Any] = {} if a.profile == "compatible" else {"profile": a.profile}
     if a.coalesce is not None:
-        worker_cfg["coolant"] = {"recool_coalesce": a.coalesce}
+        coolant_cfg["recool_coalesce"] = a.coalesce
+    if coolant_cfg:
+        worker_cfg["coolant"] = coolant_cfg
     worker_config.write_text(yaml.safe_dump(worker_cfg))
     await create_topics(BOOTSTRAP, prefix, 2)
     worker = Worker(name="onset", config=worker_config, bootstrap=BOOTSTRAP, topic_prefix=prefix,
                     app_id=f"{tag}-app", workdir=workdir, redis_url=REDIS_URL, redis_key_prefix=f"{namespace}:",
                     partitions=2)
     worker.start()
+    prober = None
+    if a.profile == "outlier":  # recovery that probes (RC1-RC5): one prober with its cooled cadence
+        prober = subprocess.Popen(
+            [sys.executable, "-m", "coolant.cli", "probe", "--config", str(worker_config), "--bootstrap", BOOTSTRAP,
+             "--redis-url", REDIS_URL, "--redis-key-prefix", f"{namespace}:", "--topic-prefix", prefix,
+             "--group", f"{tag}-probers", "--interval", "60", "--cooled-interval", "1", "--timeout", "2"],
+            cwd=ROOT, stdout=(workdir / "prober.log").open("wb"), stderr=subprocess.STDOUT,
+            env={**os.environ, "PYTHONPATH": str(ROOT), "LITELLM_LOCAL_MODEL_COST_MAP": "True"})
     sides: dict[str, list[Proxy]] = {m: [] for m in MODES}
     for mode in MODES:
         config = proxy_config(workdir / f"proxy-{mode}.yaml", models[mode], mode, namespace, a.num_retries)
@@ -178,7 +192,8 @@ async def main_async(a: argparse.Namespace) -> None:
         print(f"worker and {2 * PODS} proxies ready (num_retries {retries}) after {time.monotonic() - t_start:.0f} s; "
               f"{a.rate:g} requests/s "
               f"over {PODS} proxies per side; C fails from the onset for {a.incident:g} s after {a.warmup:g} s of "
-              f"warm-up; coolant pods: {a.coolant}; worker recool_coalesce {a.coalesce}; logs in {workdir}",
+              f"warm-up; coolant pods: {a.coolant}; worker profile {a.profile}, recool_coalesce {a.coalesce}; logs in "
+              f"{workdir}",
               flush=True)
         todo = [(onset, rep) for rep in range(a.repeat) for onset in onsets]
         while todo:
@@ -216,6 +231,9 @@ async def main_async(a: argparse.Namespace) -> None:
         if a.dump:
             dump(Path(a.dump), tag, onsets, a, results, requests, cooldowns, outcomes)
     finally:
+        if prober is not None:
+            prober.terminate()
+            prober.wait(30)
         await stop_all(sides, worker, fake, tag)
     print(f"total {time.monotonic() - t_start:.0f} s")
 
@@ -346,6 +364,9 @@ def report_again(where: Path) -> None:
 
 def main() -> None:
     p = incident_args(__doc__, 0.0)
+    p.add_argument("--profile", choices=("compatible", "outlier"), default="compatible",
+                   help="the worker's (and fast path's) coolant.profile; outlier also starts one `coolant probe` with "
+                        "--cooled-interval 1 (recovery that probes, docs/outlier.md)")
     p.add_argument("--coolant", choices=("fast", "push"), default="fast",
                    help="fast: the pods read the worker's config (fast path, PF, PF7 under X8); push: the worker "
                         "decides alone")
