@@ -50,7 +50,7 @@ from litellm.integrations.custom_logger import CustomLogger  # noqa: E402
 
 from coolant.config.loader import parse_config  # noqa: E402
 from coolant.integrations.litellm import CoolantCallback  # noqa: E402
-from coolant.integrations.litellm_cooldowns import LocalCooldowns, local_cooldowns  # noqa: E402
+from coolant.integrations.litellm.cooldowns import LocalCooldowns, local_cooldowns  # noqa: E402
 
 REDIS_URL = os.environ.get("REDIS_URL", "redis://127.0.0.1:16379/0")
 MESSAGES = [{"role": "user", "content": "hi"}]

@@ -6,7 +6,7 @@ from datetime import UTC, datetime
 
 import pytest
 
-from coolant.integrations.ratelimit_headers import (
+from coolant.integrations.litellm.ratelimit_headers import (
     logged_headers,
     parse_duration,
     parse_reset,

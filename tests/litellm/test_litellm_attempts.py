@@ -3,7 +3,7 @@
 The upstream is the LiteLLM tests' fake OpenAI server (`support_litellm.FakeOpenAI`), which counts every call it
 gets; each case compares the records published with those calls: as many, with the right `attempt`, `final` and
 `origin`. A proxy hands its router one logging object per request, which logs one failure a request: its retries
-reach the callback only through LiteLLM's deployment failure hook (`coolant.integrations.litellm_attempts`). A
+reach the callback only through LiteLLM's deployment failure hook (`coolant.integrations.litellm.attempts`). A
 bare Router logs each attempt through both hooks: each is published once. Records of the bare Router are taken
 from the callback's publisher; the proxy's are read back from Kafka.
 """
@@ -293,7 +293,7 @@ async def test_proxy_stream_dies_mid_answer(proxy_run: ProxyRun) -> None:
 
 async def test_proxy_stream_dies_after_a_failed_attempt(proxy_run: ProxyRun) -> None:
     """Three 500s, then the fallback's stream dies mid-answer: the request's logging object has logged a failure
-    already, so no logging hook hears of the stream's; it is published all the same (`litellm_streams`)."""
+    already, so no logging hook hears of the stream's; it is published all the same (`litellm/streams.py`)."""
     before = Counter(proxy_run.fake.calls)
     client = proxy_run.proxy.new_client()
     n, exc = await consume(await client.chat.completions.create(model=proxy_run.group("fbcut"), messages=MESSAGES,

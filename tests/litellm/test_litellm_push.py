@@ -1,6 +1,6 @@
 """The in-pod fast path and the cooldown push, on real LiteLLM 1.110.2 Routers and the shared Redis.
 
-Pins what coolant relies on in LiteLLM (coolant/integrations/litellm_cooldowns.py), then: a failure that one
+Pins what coolant relies on in LiteLLM (coolant/integrations/litellm/cooldowns.py), then: a failure that one
 record decides is routed around before the failure hook returns; a sibling pod skips the deployment through
 the push alone; with the push down a sibling learns it through LiteLLM's own Redis reads; and racing LiteLLM's
 own cooldown write never makes a router see coolant's cooldown shortened.
@@ -31,7 +31,7 @@ litellm = pytest.importorskip("litellm")
 
 from coolant.config.loader import parse_config  # noqa: E402
 from coolant.integrations.litellm import CoolantCallback  # noqa: E402
-from coolant.integrations.litellm_cooldowns import local_cooldowns  # noqa: E402
+from coolant.integrations.litellm.cooldowns import local_cooldowns  # noqa: E402
 from coolant.io.materializer import (  # noqa: E402
     RedisSink,
     cooldown_channel,
@@ -251,7 +251,7 @@ async def test_with_the_push_down_a_sibling_falls_back_to_litellms_redis_reads(
     prefix = f"push-{tag}:"
     b = CoolantCallback(publisher=Collected(), redis_url=f"redis://127.0.0.1:{_dead_port()}/0",
                         redis_key_prefix=prefix, routers=[router_b])
-    caplog.set_level(logging.WARNING, logger="coolant.integrations.litellm_cooldowns")
+    caplog.set_level(logging.WARNING, logger="coolant.integrations.litellm.cooldowns")
     feed = await b.start_push()
     assert feed is not None
     try:

@@ -18,7 +18,7 @@ litellm = pytest.importorskip("litellm")
 from litellm.integrations.custom_logger import CustomLogger  # noqa: E402
 
 from coolant.integrations.litellm import build_outcome  # noqa: E402
-from coolant.integrations.ratelimit_headers import quota_fields, response_headers  # noqa: E402
+from coolant.integrations.litellm.ratelimit_headers import quota_fields, response_headers  # noqa: E402
 from coolant.schemas import RateLimit  # noqa: E402
 
 pytestmark = pytest.mark.filterwarnings("ignore:.*ReadOnly.*:UserWarning")

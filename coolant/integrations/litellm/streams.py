@@ -7,7 +7,7 @@ yet: in a proxy, whose requests share one logging object, a stream that dies aft
 fallback's answer completes is reported to no callback (and not counted by the router core either,
 `failure_logged_before`). So `watch_stream_failures` wraps that one method: the original runs unchanged, and
 each `CoolantCallback` among LiteLLM's callbacks is told of the attempt. One that a logging hook reports as
-well is published once (`litellm_attempts.Seen`). A LiteLLM without that class or method is left alone.
+well is published once (`attempts.Seen`). A LiteLLM without that class or method is left alone.
 """
 
 from __future__ import annotations

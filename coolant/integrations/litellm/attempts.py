@@ -11,7 +11,7 @@ LiteLLM 1.110.2 reports an attempt's failure through more than one hook, and no 
   a stream that fails after its call returned (before or after its first chunk), and the only one a sync
   `Router.completion` calls.
 - A stream that dies after an earlier attempt of the same request failed reaches no hook: see
-  `coolant.integrations.litellm_streams`.
+  `coolant.integrations.litellm.streams`.
 
 An attempt is known by `attempt_key`: the request, the model group, the deployment, the fallback hop and the
 retry index, read the same from every hook. A bare Router's attempts each have their own `litellm_call_id`
