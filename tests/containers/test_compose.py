@@ -24,7 +24,7 @@ from tests.containers_support import built_image, docker
 from tests.integration.harness import outcome, produce_lines, read_json, uid, wait_for
 from tests.support.ports import free_port, free_ports
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(1800)]  # builds and starts images
 ROOT = Path(__file__).resolve().parents[2]
 DEPLOYMENT = "gemini-flash-free-1"  # in examples/litellm.yaml, the config the stack mounts by default
 

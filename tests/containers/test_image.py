@@ -26,7 +26,7 @@ from tests.integration.harness import (
 )
 from tests.integration.test_live import assert_same_cooldowns
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(1800)]  # builds and starts images
 
 
 async def test_worker_image_end_to_end(case: Case, kafka_bootstrap: str, redis_url: str) -> None:

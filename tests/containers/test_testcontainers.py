@@ -14,7 +14,7 @@ import pytest
 from tests.containers_support import built_image, docker
 
 ROOT = Path(__file__).resolve().parents[2]
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(1800)]  # builds and starts images
 
 
 def test_fixture_containers_run_the_live_pipeline() -> None:

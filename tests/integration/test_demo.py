@@ -22,7 +22,7 @@ from aiokafka.admin import AIOKafkaAdminClient
 
 from .harness import Case, wait_for
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(900)]  # a real-time demo through a pipe
 
 
 async def test_demo_one_minute_through_a_pipe(case: Case, kafka_bootstrap: str) -> None:

@@ -348,6 +348,7 @@ async def test_sigterm_hands_over_without_gap_or_duplicate(case: Case, kafka_boo
     print(f"sigterm handover: {len(got)} cooldowns, each once, identical to replay")
 
 
+@pytest.mark.timeout(900)  # two broker restarts, each waited out by both workers
 async def test_broker_restart(case: Case) -> None:
     lines = fleet_traffic(3000, seed=5)
     lines += sentinels(lines)

@@ -81,6 +81,7 @@ def _proxy_extra() -> list[str]:
     return extras["litellm-proxy"]
 
 
+@pytest.mark.integration  # pip asks the package index
 def test_the_proxy_extra_resolves_without_litellms_own_proxy_extra() -> None:
     """`coolant[litellm-proxy]` is what docs/litellm.md installs a proxy with: LiteLLM pinned, none of LiteLLM's
     `proxy` extra (it needs `litellm-proxy==1.110.2`, which the index does not have), and pip resolves it: from
