@@ -48,7 +48,7 @@ os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
 from support_litellm import MESSAGES, FakeOpenAI, Proxy, deployment  # noqa: E402
 
-from tests.integration.harness import create_topics, delete_topics, read_json  # noqa: E402
+from tests.support.kafka import create_topics, delete_topics, read_json  # noqa: E402
 
 BOOTSTRAP = os.environ.get("KAFKA_BOOTSTRAP", "127.0.0.1:19092")
 CLIENTS = ("proxy", "router")

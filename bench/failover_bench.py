@@ -29,15 +29,9 @@ from aiokafka import AIOKafkaProducer
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from tests.integration.harness import (
-    Case,
-    fleet_traffic,
-    key_of,
-    read_topic,
-    sentinels,
-    wait_assigned,
-    wait_sentinels,
-)
+from tests.support.kafka import read_topic, wait_sentinels
+from tests.support.records import fleet_traffic, key_of, sentinels
+from tests.support.worker import Case, wait_assigned
 
 BOOTSTRAP = os.environ.get("KAFKA_BOOTSTRAP", "127.0.0.1:19092")
 

@@ -58,7 +58,9 @@ from litellm.integrations.custom_logger import CustomLogger  # noqa: E402
 from coolant.config.loader import parse_config  # noqa: E402
 from coolant.integrations.litellm import CoolantCallback  # noqa: E402
 from coolant.publish import Publisher  # noqa: E402
-from tests.integration.harness import Worker, create_topics, delete_redis_keys, delete_topics  # noqa: E402
+from tests.support.kafka import create_topics, delete_topics  # noqa: E402
+from tests.support.redis import delete_redis_keys  # noqa: E402
+from tests.support.worker import Worker  # noqa: E402
 
 BOOTSTRAP = os.environ.get("KAFKA_BOOTSTRAP", "127.0.0.1:19092")
 REDIS_URL = os.environ.get("REDIS_URL", "redis://127.0.0.1:16379/0")

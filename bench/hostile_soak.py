@@ -35,7 +35,9 @@ from aiokafka.admin import AIOKafkaAdminClient
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from tests.integration import hostile_mix
-from tests.integration.harness import Case, outcome, read_topic, uid
+from tests.support.kafka import read_topic
+from tests.support.records import outcome, uid
+from tests.support.worker import Case
 
 BOOTSTRAP = os.environ.get("KAFKA_BOOTSTRAP", "127.0.0.1:19092")
 REDIS_URL = os.environ.get("REDIS_URL", "redis://127.0.0.1:16379/0")

@@ -61,7 +61,9 @@ from outlier_upstream import Upstream  # noqa: E402
 from support_litellm import Proxy  # noqa: E402
 
 from coolant.integrations.litellm import CoolantCallback  # noqa: E402
-from tests.integration.harness import Worker, create_topics, delete_redis_keys, delete_topics  # noqa: E402
+from tests.support.kafka import create_topics, delete_topics  # noqa: E402
+from tests.support.redis import delete_redis_keys  # noqa: E402
+from tests.support.worker import Worker  # noqa: E402
 
 BOOTSTRAP = os.environ.get("KAFKA_BOOTSTRAP", "127.0.0.1:19092")
 REDIS_URL = os.environ.get("REDIS_URL", "redis://127.0.0.1:16379/0")

@@ -57,13 +57,9 @@ from coolant.config.loader import load_config  # noqa: E402
 from coolant.integrations.litellm import CoolantCallback  # noqa: E402
 from coolant.processors import Engine  # noqa: E402
 from coolant.schemas import Outcome, decode, encode  # noqa: E402
-from tests.integration.harness import (  # noqa: E402
-    Worker,
-    create_topics,
-    delete_redis_keys,
-    delete_topics,
-    read_topic,
-)
+from tests.support.kafka import create_topics, delete_topics, read_topic  # noqa: E402
+from tests.support.redis import delete_redis_keys  # noqa: E402
+from tests.support.worker import Worker  # noqa: E402
 
 BOOTSTRAP = os.environ.get("KAFKA_BOOTSTRAP", "127.0.0.1:19092")
 REDIS_URL = os.environ.get("REDIS_URL", "redis://127.0.0.1:16379/0")

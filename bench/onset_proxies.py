@@ -74,14 +74,9 @@ from onset_compare import (  # noqa: E402
 )
 from support_litellm import MESSAGES, FakeOpenAI, Proxy, deployment  # noqa: E402
 
-from tests.integration.harness import (  # noqa: E402
-    Worker,
-    create_topics,
-    delete_redis_keys,
-    delete_topics,
-    read_topic,
-    wait_caught_up,
-)
+from tests.support.kafka import create_topics, delete_topics, read_topic, wait_caught_up  # noqa: E402
+from tests.support.redis import delete_redis_keys  # noqa: E402
+from tests.support.worker import Worker  # noqa: E402
 
 
 def proxy_config(path: Path, models: list[dict[str, Any]], mode: str, namespace: str,

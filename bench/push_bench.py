@@ -129,7 +129,7 @@ async def fan_out(readers: list[Any], send: Any, got: dict[int, list[float]], po
 async def kafka_transport(pods: int, n: int, tag: str) -> str:
     from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 
-    from tests.integration.harness import create_topics, delete_topics
+    from tests.support.kafka import create_topics, delete_topics
 
     bootstrap = os.environ.get("KAFKA_BOOTSTRAP", "127.0.0.1:19092")
     prefix = f"{tag}k."
@@ -306,7 +306,7 @@ async def main_async(a: argparse.Namespace) -> None:
             print(await hook_cost(routers[0], pod0, f"{tag}-g0", a.hook_cost, "null publisher"))
             if a.hook_kafka:
                 from coolant.publish import Publisher
-                from tests.integration.harness import create_topics, delete_topics
+                from tests.support.kafka import create_topics, delete_topics
 
                 await create_topics(os.environ.get("KAFKA_BOOTSTRAP", "127.0.0.1:19092"), f"{tag}h.", 1)
 

@@ -48,13 +48,9 @@ from onset_proxies import proxy_config  # noqa: E402
 from outlier_upstream import STREAM_KINDS, Upstream  # noqa: E402
 from support_litellm import Proxy  # noqa: E402
 
-from tests.integration.harness import (  # noqa: E402
-    Worker,
-    create_topics,
-    delete_redis_keys,
-    delete_topics,
-    read_topic,
-)
+from tests.support.kafka import create_topics, delete_topics, read_topic  # noqa: E402
+from tests.support.redis import delete_redis_keys  # noqa: E402
+from tests.support.worker import Worker  # noqa: E402
 
 SIDES = ("litellm", "coolant")
 MESSAGES = [{"role": "user", "content": "hi"}]

@@ -1,6 +1,8 @@
-"""Session fixtures for integration tests: ``kafka_bootstrap`` ("host:port") and ``redis_url``.
+"""The test suite's set-up: the shared fixtures as plugins from tests/support/, every service test marked, the
+Hypothesis profile.
 
-Each is resolved in this order:
+``kafka_bootstrap`` ("host:port") and ``redis_url`` (tests/support/kafka.py, redis.py) are each resolved in this
+order:
 1. the env var ``KAFKA_BOOTSTRAP`` / ``REDIS_URL``;
 2. testcontainers, when a Docker engine answers and has (or can pull) the image: ``KAFKA_TEST_IMAGE`` (default
    apache/kafka) / ``REDIS_TEST_IMAGE`` (default redis:7), run with host networking on free 127.0.0.1 ports
@@ -14,23 +16,16 @@ Hypothesis runs the ``ci`` profile (full example counts) unless ``--hypothesis-p
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
-from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import pytest
 
-from tests import containers_support as containers
 from tests.support import hypothesis as hypothesis_profiles
-from tests.support.brokers import unavailable
-
-if TYPE_CHECKING:
-    from tests.integration.harness import Case
 
 ROOT = Path(__file__).resolve().parent.parent
+
+pytest_plugins = ["tests.support.kafka", "tests.support.redis", "tests.support.worker"]
+"""The fixtures every test folder shares: `kafka_bootstrap`, `redis_url`, `case` (tests/support/)."""
 
 hypothesis_profiles.load()
 
@@ -46,69 +41,3 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         if SERVICE_FIXTURES & set(getattr(item, "fixturenames", ())) and item.get_closest_marker("integration") is None:
             item.add_marker(pytest.mark.integration)
-
-
-def _start_local(script: str, key: str) -> str:
-    """Run ``scripts/<script> start`` and return the value of its ``KEY=...`` stdout line."""
-    try:
-        proc = subprocess.run(
-            [str(ROOT / "scripts" / script), "start"],
-            capture_output=True,
-            text=True,
-            timeout=900,  # the first Kafka start downloads jars with Maven
-            env={**os.environ, "PYTHON": os.environ.get("PYTHON", sys.executable)},
-            check=False,
-        )
-    except (OSError, subprocess.TimeoutExpired) as exc:
-        raise RuntimeError(f"scripts/{script} start: {exc}") from None
-    if proc.returncode == 0:
-        for line in reversed(proc.stdout.splitlines()):
-            if line.startswith(f"{key}="):
-                return line.split("=", 1)[1].strip()
-    raise RuntimeError(f"scripts/{script} start failed (rc={proc.returncode}): {proc.stderr.strip()[-1500:]}")
-
-
-@pytest.fixture(scope="session")
-def kafka_bootstrap() -> Iterator[str]:
-    if addr := os.environ.get("KAFKA_BOOTSTRAP"):
-        yield addr
-        return
-    image = os.environ.get("KAFKA_TEST_IMAGE", containers.DEFAULT_KAFKA_IMAGE)
-    if containers.docker_ok() and containers.image_available(image):
-        with containers.kafka_container(image) as bootstrap:
-            yield bootstrap
-        return
-    try:
-        addr = _start_local("kafka-local", "KAFKA_BOOTSTRAP")
-    except RuntimeError as exc:
-        unavailable(f"kafka unavailable: no KAFKA_BOOTSTRAP, no Docker engine with a Kafka image, and {exc}")
-    yield addr
-
-
-@pytest.fixture(scope="session")
-def redis_url() -> Iterator[str]:
-    if url := os.environ.get("REDIS_URL"):
-        yield url
-        return
-    image = os.environ.get("REDIS_TEST_IMAGE", containers.DEFAULT_REDIS_IMAGE)
-    if containers.docker_ok() and containers.image_available(image):
-        with containers.redis_container(image) as url:
-            yield url
-        return
-    try:
-        url = _start_local("redis-local", "REDIS_URL")
-    except RuntimeError as exc:
-        unavailable(f"redis unavailable: no REDIS_URL, no Docker engine with a Redis image, and {exc}")
-    yield url
-
-
-@pytest.fixture
-async def case(tmp_path: Path, redis_url: str) -> AsyncIterator[Case]:
-    """One live-pipeline test's own topics, workers and services (tests/integration/harness.py), cleaned up after."""
-    from tests.integration.harness import Case
-
-    c = Case(tmp_path)
-    try:
-        yield c
-    finally:
-        await c.close(redis_url)

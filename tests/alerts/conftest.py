@@ -8,7 +8,7 @@ from uuid import uuid4
 import pytest
 
 from coolant.alerts.feed import ensure, topic_names
-from tests.integration.harness import delete_topics
+from tests.support.kafka import delete_topics
 
 
 @pytest.fixture

@@ -28,7 +28,9 @@ from coolant.alerts.webhook import Webhook
 from coolant.schemas import Cooldown, HealthTransition, encode
 from coolant.topics import Topics
 from tests.alerts.support import Receiver, cooldown, transition
-from tests.integration.harness import ROOT, group_lag, produce, wait_for
+from tests.support.kafka import group_lag, produce
+from tests.support.records import ROOT
+from tests.support.waiting import wait_for
 
 pytestmark = pytest.mark.integration
 

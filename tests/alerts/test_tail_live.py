@@ -15,7 +15,8 @@ import pytest
 from coolant.schemas import Cooldown, HealthTransition, encode
 from coolant.topics import Topics
 from tests.alerts.support import cooldown, transition
-from tests.integration.harness import ROOT, produce
+from tests.support.kafka import produce
+from tests.support.records import ROOT
 
 pytestmark = pytest.mark.integration
 

@@ -9,7 +9,8 @@ import os
 import redis
 
 from tests.containers_support import docker
-from tests.integration.harness import produce, read_topic, uid
+from tests.support.kafka import produce, read_topic
+from tests.support.records import uid
 
 
 def _container_env(image: str) -> list[str]:

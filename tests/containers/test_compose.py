@@ -21,8 +21,10 @@ import redis.asyncio as redis_asyncio
 import yaml
 
 from tests.containers_support import built_image, docker
-from tests.integration.harness import outcome, produce_lines, read_json, uid, wait_for
+from tests.support.kafka import produce_lines, read_json
 from tests.support.ports import free_port, free_ports
+from tests.support.records import outcome, uid
+from tests.support.waiting import wait_for
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(1800)]  # builds and starts images
 ROOT = Path(__file__).resolve().parents[2]

@@ -13,18 +13,12 @@ import json
 import pytest
 
 from tests.containers_support import built_image, docker
-from tests.integration.harness import (
-    DEPLOYMENTS,
-    Case,
-    fleet_traffic,
-    latest_per_deployment,
-    produce_lines,
-    read_json,
-    redis_mismatches,
-    wait_caught_up,
-    wait_for,
-)
 from tests.integration.test_live import assert_same_cooldowns
+from tests.support.kafka import produce_lines, read_json, wait_caught_up
+from tests.support.records import DEPLOYMENTS, fleet_traffic, latest_per_deployment
+from tests.support.redis import redis_mismatches
+from tests.support.waiting import wait_for
+from tests.support.worker import Case
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(1800)]  # builds and starts images
 

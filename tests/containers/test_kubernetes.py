@@ -21,8 +21,8 @@ from coolant.cli.commands import app
 from coolant.config.loader import load_config
 from coolant.config.runtime import resolve_secret
 from coolant.probe.metrics import ProbeMetrics
-from tests.integration.harness import Case
 from tests.support.ports import free_port
+from tests.support.worker import Case
 
 ROOT = Path(__file__).resolve().parents[2]
 KDIR = ROOT / "deploy" / "kubernetes"

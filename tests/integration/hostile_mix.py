@@ -26,8 +26,7 @@ from aiokafka.admin.config_resource import ConfigResource, ConfigResourceType
 
 from coolant.schemas.types import NAME_MAX
 from coolant.topics import Topics, partition_of
-
-from .harness import fleet_traffic, outcome
+from tests.support.records import fleet_traffic, outcome
 
 Kind = Literal["bad", "tombstone", "decided"]
 BIG = 2 * 1024 * 1024

@@ -1,6 +1,6 @@
 """Issue 6 live: health transitions, the admin API and the new metrics, on worker subprocesses with real Kafka/Redis.
 
-Each test waits for the worker's consumer group to commit its input (harness.wait_caught_up), after which every
+Each test waits for the worker's consumer group to commit its input (`wait_caught_up`), after which every
 output of that input is durable; HTTP answers and Redis are polled with deadlines, never slept on.
 """
 
@@ -21,8 +21,10 @@ from redis.asyncio import Redis
 
 from coolant.processors.health import transition_id
 from coolant.topics import Topics
-
-from .harness import DEPLOYMENTS, T0, Case, Worker, outcome, produce, read_json, wait_assigned, wait_caught_up, wait_for
+from tests.support.kafka import produce, read_json, wait_caught_up
+from tests.support.records import DEPLOYMENTS, T0, outcome
+from tests.support.waiting import wait_for
+from tests.support.worker import Case, Worker, wait_assigned
 
 pytestmark = pytest.mark.integration
 

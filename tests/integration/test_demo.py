@@ -20,7 +20,8 @@ import pytest
 import redis.asyncio as redis_asyncio
 from aiokafka.admin import AIOKafkaAdminClient
 
-from .harness import Case, wait_for
+from tests.support.waiting import wait_for
+from tests.support.worker import Case
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(900)]  # a real-time demo through a pipe
 

@@ -25,28 +25,23 @@ from coolant.config.loader import load_config
 from coolant.streams.app import Pipeline, WorkerOptions
 from coolant.streams.faust import OVERDUE_EXIT, producer_state
 from coolant.topics import Topics
-
-from . import hostile_mix
-from .harness import (
-    Case,
+from tests.support.kafka import produce, produce_lines, read_json, read_topic, wait_caught_up, wait_sentinels
+from tests.support.ports import free_port
+from tests.support.records import (
     by_id,
     diff_cooldowns,
     fleet_traffic,
-    free_port,
     key_of,
     latest_per_deployment,
     outcome,
-    produce,
-    produce_lines,
-    read_json,
-    read_topic,
-    redis_mismatches,
     sentinels,
     uid,
-    wait_caught_up,
-    wait_for,
-    wait_sentinels,
 )
+from tests.support.redis import redis_mismatches
+from tests.support.waiting import wait_for
+from tests.support.worker import Case
+
+from . import hostile_mix
 from .test_live import assert_same_cooldowns
 
 pytestmark = pytest.mark.integration

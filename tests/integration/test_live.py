@@ -5,7 +5,7 @@ failure tests (a Redis to stop, a broker to restart) are private to the test, so
 Completion is "the worker's consumer group has committed every input record": Faust commits an offset only when
 its agent is done with the record, and the agents await their output sends, so all outputs are durable then.
 Across a rebalance or a broker restart Faust's commits can lag far behind the processing, so the failover and
-broker tests wait instead for sentinel records (one 401 per deployment at the end, see harness.sentinels) to be
+broker tests wait instead for sentinel records (one 401 per deployment at the end, see `sentinels`) to be
 decided: their cooldowns are on the topic only once every earlier record of every partition was processed.
 """
 
@@ -22,33 +22,25 @@ import pytest
 import yaml
 
 from coolant.config.overrides import override
-
-from .harness import (
+from tests.support.kafka import group_lag, produce, produce_lines, read_json, read_topic, wait_caught_up, wait_sentinels
+from tests.support.records import (
     DEPLOYMENTS,
     T0,
-    Case,
     by_id,
     diff_cooldowns,
     duplicates,
     fleet_traffic,
-    group_lag,
     key_of,
     latest_per_deployment,
     outcome,
     probe_traffic,
-    produce,
-    produce_lines,
-    read_json,
-    read_topic,
-    redis_mismatches,
     run_replay,
     sentinels,
-    wait_assigned,
-    wait_caught_up,
-    wait_for,
-    wait_sentinels,
     write_jsonl,
 )
+from tests.support.redis import redis_mismatches
+from tests.support.waiting import wait_for
+from tests.support.worker import Case, wait_assigned
 
 pytestmark = pytest.mark.integration
 

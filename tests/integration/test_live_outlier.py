@@ -7,8 +7,10 @@ import pytest
 import yaml
 
 from coolant.config.overrides import override
+from tests.support.kafka import produce_lines, read_json, wait_caught_up
+from tests.support.records import fleet_traffic
+from tests.support.worker import Case
 
-from .harness import Case, fleet_traffic, produce_lines, read_json, wait_caught_up
 from .test_live import assert_same_cooldowns, case  # noqa: F401 (the fixture: each Faust path)
 
 pytestmark = pytest.mark.integration

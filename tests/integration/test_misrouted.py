@@ -15,8 +15,9 @@ import orjson
 import pytest
 
 from coolant.topics import partition_of
-
-from .harness import DEPLOYMENTS, T0, Case, outcome, read_json, wait_assigned, wait_caught_up
+from tests.support.kafka import read_json, wait_caught_up
+from tests.support.records import DEPLOYMENTS, T0, outcome
+from tests.support.worker import Case, wait_assigned
 
 pytestmark = pytest.mark.integration
 

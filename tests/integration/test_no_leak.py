@@ -22,8 +22,10 @@ import pytest
 from redis.asyncio import Redis
 
 from coolant.topics import Topics
-
-from .harness import ROOT, Case, group_of, outcome, produce, read_topic, wait_caught_up, wait_for
+from tests.support.kafka import produce, read_topic, wait_caught_up
+from tests.support.records import ROOT, group_of, outcome
+from tests.support.waiting import wait_for
+from tests.support.worker import Case
 
 pytestmark = pytest.mark.integration
 

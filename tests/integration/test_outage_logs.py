@@ -8,7 +8,9 @@ from collections import Counter
 
 import pytest
 
-from .harness import Case, fleet_traffic, produce_lines, wait_caught_up
+from tests.support.kafka import produce_lines, wait_caught_up
+from tests.support.records import fleet_traffic
+from tests.support.worker import Case
 
 pytestmark = pytest.mark.integration
 

@@ -29,8 +29,8 @@ from coolant.config.runtime import KafkaSettings, RedisSettings
 from coolant.io.connect import kafka_client_args, redis_client
 from coolant.topics import Topics
 from tests.support.brokers import LocalKafka, LocalRedis, unavailable
-
-from .harness import Worker, wait_for
+from tests.support.waiting import wait_for
+from tests.support.worker import Worker
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(1200)]  # a first start downloads the broker's jars
 

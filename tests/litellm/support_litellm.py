@@ -23,7 +23,7 @@ from typing import Any
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")  # no network fetch of the cost map at import
 
 ROOT = Path(__file__).resolve().parents[2]
-if str(ROOT) not in sys.path:  # `tests.integration.harness` when pytest is not run as `python -m pytest`
+if str(ROOT) not in sys.path:  # `tests.support` when pytest is not run as `python -m pytest`
     sys.path.insert(0, str(ROOT))
 
 from aiohttp import web  # noqa: E402

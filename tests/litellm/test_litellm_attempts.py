@@ -27,7 +27,7 @@ openai = pytest.importorskip("openai")
 
 from coolant.integrations.litellm import CoolantCallback  # noqa: E402
 from coolant.schemas import Outcome  # noqa: E402
-from tests.integration.harness import create_topics, delete_topics, read_json  # noqa: E402
+from tests.support.kafka import create_topics, delete_topics, read_json  # noqa: E402
 
 pytestmark = [pytest.mark.integration, pytest.mark.filterwarnings("ignore:.*ReadOnly.*:UserWarning"),
               pytest.mark.timeout(1200)]  # a proxy takes minutes to start on a loaded machine

@@ -21,7 +21,7 @@ litellm = pytest.importorskip("litellm")
 
 from coolant.integrations.litellm import CoolantCallback, build_outcome  # noqa: E402
 from coolant.schemas import OUTCOME_SCHEMA  # noqa: E402
-from tests.integration.harness import create_topics, delete_topics, read_json  # noqa: E402
+from tests.support.kafka import create_topics, delete_topics, read_json  # noqa: E402
 
 pytestmark = [pytest.mark.integration, pytest.mark.filterwarnings("ignore:.*ReadOnly.*:UserWarning")]
 

@@ -27,7 +27,9 @@ from coolant.config.loader import load_config  # noqa: E402
 from coolant.integrations.litellm import CoolantCallback  # noqa: E402
 from coolant.processors.prefetch import prefetch  # noqa: E402
 from coolant.schemas import Outcome  # noqa: E402
-from tests.integration.harness import Case, Worker, group_lag, read_json, redis_mismatches  # noqa: E402
+from tests.support.kafka import group_lag, read_json  # noqa: E402
+from tests.support.redis import redis_mismatches  # noqa: E402
+from tests.support.worker import Case, Worker  # noqa: E402
 
 pytestmark = [pytest.mark.integration, pytest.mark.filterwarnings("ignore:.*ReadOnly.*:UserWarning")]
 

@@ -1,7 +1,7 @@
 """Scenario S4 end to end: one broken key, one failed request on gateway A, and gateway B routes around it.
 
 Real pieces only: two LiteLLM 1.110.2 Routers ("pods" A and B) with `CoolantCallback`, a `coolant worker`
-subprocess (tests/integration/harness.py) on unique topics, the shared Kafka and Redis, and a local fake of the
+subprocess (tests/support/worker.py) on unique topics, the shared Kafka and Redis, and a local fake of the
 OpenAI API that answers 401 to the broken key.
 
 Both routers run with `disable_cooldowns=True`: LiteLLM then never writes a cooldown of its own (its native
@@ -26,7 +26,7 @@ from support_litellm import BAD_KEY, MESSAGES, FakeOpenAI, deployment
 litellm = pytest.importorskip("litellm")
 
 from coolant.integrations.litellm import CoolantCallback  # noqa: E402
-from tests.integration.harness import Case  # noqa: E402
+from tests.support.worker import Case  # noqa: E402
 
 pytestmark = [pytest.mark.integration, pytest.mark.filterwarnings("ignore:.*ReadOnly.*:UserWarning")]
 

@@ -1,7 +1,7 @@
 """Kafka down: the gateway's requests are unharmed, the callback's records are dropped and counted, and
 publishing resumes when Kafka returns.
 
-The broker is a private one (`scripts/kafka-local` on its own port and state dir, via the integration harness)
+The broker is a private one (`scripts/kafka-local` on its own port and state dir, via tests/support/brokers.py)
 that the test stops and starts; the shared broker is never touched. Providers are LiteLLM `mock_response`s.
 """
 
@@ -21,8 +21,9 @@ from support_litellm import MESSAGES, deployment
 litellm = pytest.importorskip("litellm")
 
 from coolant.integrations.litellm import CoolantCallback  # noqa: E402
-from tests.integration.harness import create_topics, read_json, wait_for  # noqa: E402
 from tests.support.brokers import LocalKafka  # noqa: E402
+from tests.support.kafka import create_topics, read_json  # noqa: E402
+from tests.support.waiting import wait_for  # noqa: E402
 
 pytestmark = [pytest.mark.integration, pytest.mark.filterwarnings("ignore:.*ReadOnly.*:UserWarning")]
 

@@ -26,8 +26,11 @@ from coolant.io.materializer import cooldown_channel
 from coolant.processors import Engine
 from coolant.schemas import Health, Outcome, encode, from_dict, to_dict
 from coolant.topics import Topics
-from tests.integration.harness import ROOT, Case, produce, read_json, wait_caught_up, wait_for
 from tests.probe.upstream import FakeUpstream
+from tests.support.kafka import produce, read_json, wait_caught_up
+from tests.support.records import ROOT
+from tests.support.waiting import wait_for
+from tests.support.worker import Case
 
 pytestmark = pytest.mark.integration
 

@@ -20,8 +20,11 @@ import yaml
 from redis.asyncio import Redis
 
 from coolant.topics import Topics
-from tests.integration.harness import ROOT, Case, litellm_value, read_json, wait_caught_up, wait_for
 from tests.probe.upstream import FakeUpstream
+from tests.support.kafka import read_json, wait_caught_up
+from tests.support.records import ROOT, litellm_value
+from tests.support.waiting import wait_for
+from tests.support.worker import Case
 
 pytestmark = pytest.mark.integration
 

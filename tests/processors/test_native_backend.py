@@ -25,8 +25,8 @@ from coolant.io.sources import Block
 from coolant.processors import Engine, Policy
 from coolant.processors.state import PodCounters
 from coolant.replay import run
-from tests.integration.harness import T0, outcome
 from tests.support.hypothesis import examples
+from tests.support.records import T0, outcome
 
 if not native_backend.available() and os.environ.get("REQUIRE_NATIVE") == "1":  # scripts/test, where cargo is present
     raise RuntimeError("REQUIRE_NATIVE=1 but coolant_native is not built (see .local/install.log)")

@@ -19,7 +19,7 @@ from coolant.processors import Engine
 from coolant.schemas import Cooldown, HealthTransition, InvalidRecord, decode, encode
 from coolant.streams import metrics
 from coolant.streams.faust import RawTable
-from tests.integration.harness import T0, fleet_traffic, outcome, probe_traffic, write_config
+from tests.support.records import T0, fleet_traffic, outcome, probe_traffic, write_config
 
 from .memory import MemoryWorker, Message
 

@@ -18,7 +18,7 @@ from coolant.processors.state import PathState
 from coolant.schemas import Outcome, decode
 from coolant.streams import pathstore
 from coolant.streams.pathstore import SEEN_BUCKET, SEP, PathStore, SeenView, bucket_key
-from tests.integration.harness import fleet_traffic, write_config
+from tests.support.records import fleet_traffic, write_config
 
 
 @dataclass

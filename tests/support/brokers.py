@@ -30,6 +30,26 @@ def unavailable(why: str) -> NoReturn:
     pytest.skip(why)
 
 
+def start_local(script: str, key: str) -> str:
+    """Run ``scripts/<script> start`` and return the value of its ``KEY=...`` stdout line."""
+    try:
+        proc = subprocess.run(
+            [str(ROOT / "scripts" / script), "start"],
+            capture_output=True,
+            text=True,
+            timeout=900,  # the first Kafka start downloads jars with Maven
+            env={**os.environ, "PYTHON": os.environ.get("PYTHON", sys.executable)},
+            check=False,
+        )
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        raise RuntimeError(f"scripts/{script} start: {exc}") from None
+    if proc.returncode == 0:
+        for line in reversed(proc.stdout.splitlines()):
+            if line.startswith(f"{key}="):
+                return line.split("=", 1)[1].strip()
+    raise RuntimeError(f"scripts/{script} start failed (rc={proc.returncode}): {proc.stderr.strip()[-1500:]}")
+
+
 def _shared_state() -> Path:
     return Path(os.environ.get("COOLANT_STATE_DIR") or ROOT / ".local")
 
