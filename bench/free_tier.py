@@ -43,7 +43,8 @@ from onset_compare import BOOTSTRAP, MODES, REDIS_URL  # noqa: E402
 from onset_proxies import pod_env, proxy_config, stop_all  # noqa: E402
 from support_litellm import MESSAGES, FakeOpenAI, Proxy, deployment  # noqa: E402
 
-from tests.integration.harness import Worker, create_topics  # noqa: E402
+from tests.support.kafka import create_topics  # noqa: E402
+from tests.support.worker import Worker  # noqa: E402
 
 FREE_LIMIT, FREE_WINDOW = 15, 60.0
 AGENTS = 3
