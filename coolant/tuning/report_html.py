@@ -34,6 +34,8 @@ REASON_COLORS = {
     "manual": "#666666",
     "quota_exhausted": "#56b4e9",
     "probation": "#f0e442",
+    "consecutive_failures": "#8c564b",
+    "recent_failure_rate": "#9467bd",
 }
 SUCCESS = "#5aa469"
 FAILURE = "#d1495b"

@@ -5,12 +5,13 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
+from typing import Any, get_args
 
 import yaml
 
 from coolant.native_backend import available
-from coolant.schemas import Outcome, encode
+from coolant.schemas import Outcome, Reason, encode
+from coolant.tuning.report_html import REASON_COLORS
 
 from .test_command import tune
 
@@ -70,3 +71,9 @@ def test_a_sweep_of_the_profile_and_its_knobs(tmp_path: Path) -> None:
     diverted = {p["settings"]["coolant.outlier.consecutive"]: p["figures"]["successes_diverted"]
                 for p in doc["policies"]}
     assert all(isinstance(v, int) for v in diverted.values())
+
+
+def test_every_reason_has_its_own_colour_in_the_html_report() -> None:
+    """The timelines colour a cooldown by its reason: the profile's reasons too, not the fallback grey."""
+    assert set(get_args(Reason)) == set(REASON_COLORS)
+    assert len(set(REASON_COLORS.values())) == len(REASON_COLORS)
