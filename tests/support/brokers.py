@@ -1,8 +1,7 @@
-"""Extra Kafka brokers and Redis servers a test starts and stops at will (outages, failover, a secured cluster),
-from the project's own scripts, on ports chosen free at run time (`ports.py`) and state directories of their own.
-
-The shared broker and Redis (`kafka_bootstrap`, `redis_url`) are never stopped by a test; these are.
-"""
+"""Services for tests: the session's shared Kafka and Redis (`shared_service`, behind the `kafka_bootstrap` and
+`redis_url` fixtures), and extra brokers and Redis servers a test starts and stops at will (outages, failover, a
+secured cluster), from the project's own scripts, on ports chosen free at run time (`ports.py`) and state
+directories of their own. A test never stops the shared ones."""
 
 from __future__ import annotations
 
@@ -11,11 +10,13 @@ import os
 import subprocess
 import sys
 import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import NoReturn
 
 import pytest
 
+from tests import containers_support as containers
 from tests.support.ports import free_ports
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -28,6 +29,28 @@ def unavailable(why: str) -> NoReturn:
     if os.environ.get("REQUIRE_INTEGRATION") == "1":
         pytest.fail(why, pytrace=False)
     pytest.skip(why)
+
+
+def shared_service(
+    what: str, env: str, image_env: str, default_image: str,
+    container: Callable[[str], contextlib.AbstractContextManager[str]], script: str,
+) -> Iterator[str]:
+    """A session's shared Kafka or Redis address: `env` if set, else a testcontainers container when a Docker
+    engine answers and has the image (`image_env`, else `default_image`), else `scripts/<script> start`; failing
+    all three, `unavailable`."""
+    if address := os.environ.get(env):
+        yield address
+        return
+    image = os.environ.get(image_env, default_image)
+    if containers.docker_ok() and containers.image_available(image):
+        with container(image) as address:
+            yield address
+        return
+    try:
+        address = start_local(script, env)
+    except RuntimeError as exc:
+        unavailable(f"{what} unavailable: no {env}, no Docker engine with a {what} image, and {exc}")
+    yield address
 
 
 def start_local(script: str, key: str) -> str:

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import os
 import time
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any
@@ -20,26 +19,15 @@ from coolant.io import admin as kafka_admin
 from coolant.io.admin import ensure_topics
 from coolant.topics import Topics
 from tests import containers_support as containers
-from tests.support.brokers import start_local, unavailable
+from tests.support.brokers import shared_service
 from tests.support.records import key_of
 from tests.support.waiting import wait_for
 
 
 @pytest.fixture(scope="session")
 def kafka_bootstrap() -> Iterator[str]:
-    if addr := os.environ.get("KAFKA_BOOTSTRAP"):
-        yield addr
-        return
-    image = os.environ.get("KAFKA_TEST_IMAGE", containers.DEFAULT_KAFKA_IMAGE)
-    if containers.docker_ok() and containers.image_available(image):
-        with containers.kafka_container(image) as bootstrap:
-            yield bootstrap
-        return
-    try:
-        addr = start_local("kafka-local", "KAFKA_BOOTSTRAP")
-    except RuntimeError as exc:
-        unavailable(f"kafka unavailable: no KAFKA_BOOTSTRAP, no Docker engine with a Kafka image, and {exc}")
-    yield addr
+    yield from shared_service("kafka", "KAFKA_BOOTSTRAP", "KAFKA_TEST_IMAGE", containers.DEFAULT_KAFKA_IMAGE,
+                              containers.kafka_container, "kafka-local")
 
 
 async def wait_sentinels(bootstrap: str, topic: str, lines: list[bytes], timeout: float = 90.0,

@@ -17,26 +17,15 @@ import orjson
 import pytest
 
 from tests import containers_support as containers
-from tests.support.brokers import start_local, unavailable
+from tests.support.brokers import shared_service
 from tests.support.ports import free_port
 from tests.support.records import litellm_value
 
 
 @pytest.fixture(scope="session")
 def redis_url() -> Iterator[str]:
-    if url := os.environ.get("REDIS_URL"):
-        yield url
-        return
-    image = os.environ.get("REDIS_TEST_IMAGE", containers.DEFAULT_REDIS_IMAGE)
-    if containers.docker_ok() and containers.image_available(image):
-        with containers.redis_container(image) as url:
-            yield url
-        return
-    try:
-        url = start_local("redis-local", "REDIS_URL")
-    except RuntimeError as exc:
-        unavailable(f"redis unavailable: no REDIS_URL, no Docker engine with a Redis image, and {exc}")
-    yield url
+    yield from shared_service("redis", "REDIS_URL", "REDIS_TEST_IMAGE", containers.DEFAULT_REDIS_IMAGE,
+                              containers.redis_container, "redis-local")
 
 
 class RedisServer:
