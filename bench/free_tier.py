@@ -12,7 +12,8 @@ on pod a % pods, the second and third agent starting 1 s and 2 s after the first
 
   litellm   LiteLLM alone: its own cooldowns (allowed_fails 1 per process).
   coolant   coolant's default, the recommended configuration (docs/litellm.md §6): `disable_cooldowns: true`,
-            `coolant_callback` with the fast path (`COOLANT_CONFIG`) and the push (`COOLANT_REDIS_URL`), one worker.
+            `coolant_callback` with the fast path (`COOLANT_CONFIG`) and the push (`COOLANT_REDIS_URL`), one worker;
+            --rate-limit-fails N adds `allowed_fails_policy: {RateLimitErrorAllowedFails: N}` to its config.
 
 Prints, per side, the upstream 429s of each free key, the calls to `pro` and the requests that failed; goal:
 coolant's 429s <= LiteLLM's. --json FILE writes a list of `{side, key, upstream_429s, calls}` (one row per free
@@ -88,10 +89,12 @@ async def main_async(args: argparse.Namespace) -> list[dict[str, Any]]:
         for mode in keys(tag, side)[:2]:
             fake.limits[mode] = (FREE_LIMIT, FREE_WINDOW)
     worker_config = workdir / "worker.yaml"
+    policy = {} if args.rate_limit_fails is None else {
+        "allowed_fails_policy": {"RateLimitErrorAllowedFails": args.rate_limit_fails}}
     worker_config.write_text(yaml.safe_dump({
         "model_list": models(fake, tag, "coolant"),
         "router_settings": {k: v for k, v in SETTINGS.items() if k in ("allowed_fails", "cooldown_time")} | {
-            "fallbacks": [{"coolant-flash": ["coolant-pro"]}]}}))
+            "fallbacks": [{"coolant-flash": ["coolant-pro"]}]} | policy}))
     await create_topics(BOOTSTRAP, prefix, 2)
     worker = Worker(name="free-tier", config=worker_config, bootstrap=BOOTSTRAP, topic_prefix=prefix,
                     app_id=f"{tag}-app", workdir=workdir, redis_url=REDIS_URL, redis_key_prefix=f"{namespace}:",
@@ -101,7 +104,7 @@ async def main_async(args: argparse.Namespace) -> list[dict[str, Any]]:
     for side in MODES:
         config = proxy_config(workdir / f"proxy-{side}.yaml", models(fake, tag, side), side, namespace,
                               SETTINGS["num_retries"], **{k: v for k, v in SETTINGS.items() if k != "num_retries"},
-                              fallbacks=[{f"{side}-flash": [f"{side}-pro"]}])
+                              fallbacks=[{f"{side}-flash": [f"{side}-pro"]}], **(policy if side == "coolant" else {}))
         sides[side] = [Proxy(f"{side}-{i}", config, pod_env(side, i, prefix, namespace, worker_config), workdir)
                        for i in range(args.pods)]
     rows: list[dict[str, Any]] = []
@@ -140,6 +143,9 @@ def main() -> None:
     p.add_argument("--bursts", type=int, default=3, help="bursts per agent (default 3)")
     p.add_argument("--calls", type=int, default=12, help="tool calls per burst, one after the other (default 12)")
     p.add_argument("--gap", type=float, default=20.0, help="seconds between two bursts of an agent (default 20)")
+    p.add_argument("--rate-limit-fails", type=int, default=None, metavar="N",
+                   help="the coolant side's `allowed_fails_policy: {RateLimitErrorAllowedFails: N}` (docs/litellm.md "
+                        "§6 recommends 0: a 429 then cools its key in the pod at once); default: S1's settings alone")
     p.add_argument("--json", metavar="FILE", help="write the rows there: {side, key, upstream_429s, calls, ...}")
     args = p.parse_args()
     rows = asyncio.run(main_async(args))

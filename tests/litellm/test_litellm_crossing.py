@@ -2,10 +2,11 @@
 
 The proxy runs LiteLLM's cooldown logic as it ships (its writes go to Redis under its cache namespace) and the
 callback with the fast path (`COOLANT_CONFIG`: the pod decides V2.2/V2.3 on its own counters, PF of
-docs/windows.md §6; its writes go under another key prefix). One deployment of three starts answering 500;
-requests go one at a time, each with `num_retries: 2`, so a request that meets it can fail it up to three times.
-PF counts the publisher exactly as that LiteLLM process counts only if every failed retry is published: the
-first request after which LiteLLM's own cooldown key exists must be the one after which coolant's does.
+docs/windows.md §6; its writes go under another key prefix). Two deployments of three start answering 500;
+requests go one at a time, each with `num_retries: 2`, so a request can fail on both (the second failure is a
+retry, which the proxy's logging hooks never hear of). PF counts the publisher exactly as that LiteLLM process
+counts only if every failed retry is published: for each failing deployment, the first request after which
+LiteLLM's own cooldown key exists must be the one after which coolant's does.
 """
 
 from __future__ import annotations
@@ -36,9 +37,10 @@ def test_the_pod_cools_on_the_request_litellm_cools_on(fake: FakeOpenAI, tmp_pat
     if u.password or u.path not in ("", "/", "/0"):
         pytest.skip("the proxy is handed a bare host and port")
     tag = uuid.uuid4().hex[:8]
-    group, bad = f"cx-{tag}", f"cx-{tag}-c"
-    models = [deployment(f"cx-{tag}-a", group, fake.base("ok")), deployment(f"cx-{tag}-b", group, fake.base("ok")),
-              deployment(bad, group, fake.base(f"cx{tag}"))]
+    group, failing = f"cx-{tag}", f"cx{tag}"
+    bad = [f"cx-{tag}-c1", f"cx-{tag}-c2"]
+    models = [deployment(f"cx-{tag}-a", group, fake.base("ok")),
+              *(deployment(dep, group, fake.base(failing)) for dep in bad)]
     worker = tmp_path / "worker.yaml"
     worker.write_text(yaml.safe_dump({"model_list": models}))
     config = tmp_path / "proxy.yaml"
@@ -54,26 +56,32 @@ def test_the_pod_cools_on_the_request_litellm_cools_on(fake: FakeOpenAI, tmp_pat
         "COOLANT_REDIS_URL": redis_url, "COOLANT_REDIS_KEY_PREFIX": coolant_ns, "COOLANT_GATEWAY_ID": "pod-1"},
         tmp_path, timeout=30)
     redis = Redis.from_url(redis_url)
-    keys = {"litellm": f"{lit_ns}:deployment:{bad}:cooldown", "coolant": f"{coolant_ns}deployment:{bad}:cooldown"}
+    keys = {(side, dep): f"{prefix}deployment:{dep}:cooldown" for dep in bad
+            for side, prefix in (("litellm", f"{lit_ns}:"), ("coolant", coolant_ns))}
     client = openai.OpenAI(base_url=proxy.base_url, api_key=proxy.key, max_retries=0, timeout=30)
+    first: dict[tuple[str, str], int] = {}
+
+    def look(i: int) -> None:
+        first.update({k: i for k, key in keys.items() if k not in first and redis.exists(key)})
+
     try:
         proxy.ready()
         for _ in range(6):  # successes on every deployment first
             client.chat.completions.create(model=group, messages=MESSAGES)
-        fake.failing.add(f"cx{tag}")
-        first: dict[str, int] = {}
+        fake.failing.add(failing)
         for i in range(MAX_REQUESTS):
             with contextlib.suppress(openai.APIError):
                 client.chat.completions.create(model=group, messages=MESSAGES)
             time.sleep(SETTLE)
-            first.update({side: i for side, key in keys.items() if side not in first and redis.exists(key)})
-            if first:
-                time.sleep(2 * SETTLE)  # the other side's write, if it is on its way
-                first.update({side: i for side, key in keys.items() if side not in first and redis.exists(key)})
+            look(i)
+            if len(first) == len(keys):
                 break
-        failed = fake.calls[(f"cx{tag}", 500)]
-        assert first.get("litellm") is not None, f"LiteLLM never cooled the deployment ({failed} failed calls)"
-        assert first == {"litellm": first["litellm"], "coolant": first["litellm"]}, (first, failed)
+        time.sleep(2 * SETTLE)  # a write on its way
+        look(MAX_REQUESTS)
+        failed = fake.calls[(failing, 500)]
+        assert any(side == "litellm" for side, _ in first), f"LiteLLM cooled nothing ({failed} failed calls)"
+        for dep in bad:  # each failing deployment: cooled by both after the same request, or by neither
+            assert first.get(("coolant", dep)) == first.get(("litellm", dep)), (dep, first, failed)
     finally:
         client.close()
         proxy.terminate()
