@@ -200,3 +200,38 @@ def test_lone_deployments_never_get_the_profiles_cooldowns(case: Case) -> None:
         cd = engine.feed(rec).cooldown
         if cd is not None and policy.lone(cd.model_group):
             assert cd.reason not in ("consecutive_failures", "recent_failure_rate"), cd
+
+
+@SETTINGS
+@given(streams())
+def test_x13_the_first_counted_failure_after_a_cooldown_ends_recools(
+    stream: tuple[dict[str, Any], Knobs, list[schemas.Outcome]],
+) -> None:
+    """X13 against a model that only remembers each deployment's last cooldown end and whether a success came
+    since: a failure X9 counts, of a group that is not lone, within `reset_after` of that end and with no success
+    since, cools at once (or a cooldown in force ends no earlier); a `probation` cooldown comes from nothing
+    else."""
+    config, _, records = stream
+    config["coolant"]["backoff"] = {"probation": True, "base": 2, "reset_after": 60}
+    policy = parse_config(config).policy
+    engine = Engine(policy)
+    last_end: dict[str, float] = {}
+    success_since: dict[str, bool] = {}
+    for rec in records:
+        dep = rec.deployment_id
+        step = engine.feed(rec)
+        end = last_end.get(dep)
+        group = policy.registry.get(dep)
+        assert group is not None
+        half_open = end is not None and end <= rec.ts < end + 60 and not success_since.get(dep, False)
+        counts = counted_failure(rec) is True and rec.source != "pre_call_check"
+        if half_open and counts and not policy.lone(group.model_group):
+            assert step.cooldown is not None or step.disposition == "absorbed", (rec, step)
+        cd = step.cooldown
+        if cd is not None and cd.reason == "probation":
+            assert half_open, (rec, cd, end)
+        if rec.ok:
+            success_since[dep] = True
+        if cd is not None:
+            last_end[dep] = max(cd.until, last_end.get(dep, cd.until))
+            success_since[dep] = False
