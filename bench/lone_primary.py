@@ -58,6 +58,7 @@ sys.path.insert(0, str(ROOT / "bench"))
 import litellm  # noqa: E402
 from bench_args import listed, write_json  # noqa: E402
 from outlier_upstream import Upstream  # noqa: E402
+from prober_process import start_prober  # noqa: E402
 from support_litellm import Proxy  # noqa: E402
 
 from coolant.integrations.litellm import CoolantCallback  # noqa: E402
@@ -193,15 +194,9 @@ async def main_async(a: argparse.Namespace) -> list[dict[str, Any]]:
             await w.wait_ready()
         if "coolant_outlier" in sides:
             s = "coolant_outlier"
-            log = (workdir / "prober.log").open("wb")
-            procs.append(subprocess.Popen(
-                [sys.executable, "-m", "coolant.cli", "probe", "--config", str(worker_configs[s]),
-                 "--bootstrap", BOOTSTRAP, "--redis-url", REDIS_URL, "--redis-key-prefix", f"{ns[s]}:",
-                 "--topic-prefix", prefix[s],
-                 "--group", f"{tag}-probers", "--interval", str(a.probe_interval),
-                 "--cooled-interval", str(a.cooled_interval), "--timeout", "2"],
-                cwd=ROOT, stdout=log, stderr=subprocess.STDOUT,
-                env={**os.environ, "PYTHONPATH": str(ROOT), "LITELLM_LOCAL_MODEL_COST_MAP": "True"}))
+            procs.append(start_prober(worker_configs[s], BOOTSTRAP, REDIS_URL, f"{ns[s]}:", prefix[s], f"{tag}-probers",
+                                      workdir / "prober.log", interval=a.probe_interval,
+                                      cooled_interval=a.cooled_interval))
         for s in sides:
             cfg = yaml.safe_load(configs[s].read_text())
             rs = cfg["router_settings"]

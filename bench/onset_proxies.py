@@ -39,7 +39,6 @@ import argparse
 import asyncio
 import os
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -72,6 +71,7 @@ from onset_compare import (  # noqa: E402
     run_ids,
     switch_of,
 )
+from prober_process import start_prober  # noqa: E402
 from support_litellm import MESSAGES, FakeOpenAI, Proxy, deployment  # noqa: E402
 
 from tests.support.kafka import create_topics, delete_topics, read_topic, wait_caught_up  # noqa: E402
@@ -161,12 +161,8 @@ async def main_async(a: argparse.Namespace) -> None:
     worker.start()
     prober = None
     if a.profile == "outlier":  # recovery that probes (RC1-RC5): one prober with its cooled cadence
-        prober = subprocess.Popen(
-            [sys.executable, "-m", "coolant.cli", "probe", "--config", str(worker_config), "--bootstrap", BOOTSTRAP,
-             "--redis-url", REDIS_URL, "--redis-key-prefix", f"{namespace}:", "--topic-prefix", prefix,
-             "--group", f"{tag}-probers", "--interval", "60", "--cooled-interval", "1", "--timeout", "2"],
-            cwd=ROOT, stdout=(workdir / "prober.log").open("wb"), stderr=subprocess.STDOUT,
-            env={**os.environ, "PYTHONPATH": str(ROOT), "LITELLM_LOCAL_MODEL_COST_MAP": "True"})
+        prober = start_prober(worker_config, BOOTSTRAP, REDIS_URL, f"{namespace}:", prefix, f"{tag}-probers",
+                              workdir / "prober.log")
     sides: dict[str, list[Proxy]] = {m: [] for m in MODES}
     for mode in MODES:
         config = proxy_config(workdir / f"proxy-{mode}.yaml", models[mode], mode, namespace, a.num_retries)

@@ -46,6 +46,7 @@ from bench_args import listed, write_json  # noqa: E402
 from onset_compare import BOOTSTRAP, PODS, REDIS_URL, paced  # noqa: E402
 from onset_proxies import proxy_config  # noqa: E402
 from outlier_upstream import STREAM_KINDS, Upstream  # noqa: E402
+from prober_process import start_prober  # noqa: E402
 from support_litellm import Proxy  # noqa: E402
 
 from tests.support.kafka import create_topics, delete_topics, read_topic  # noqa: E402
@@ -144,13 +145,8 @@ async def main_async(a: argparse.Namespace) -> list[dict[str, Any]]:
     try:
         await worker.wait_ready()
         if a.profile == "outlier":
-            prober = subprocess.Popen(
-                [sys.executable, "-m", "coolant.cli", "probe", "--config", str(worker_config), "--bootstrap",
-                 BOOTSTRAP, "--redis-url", REDIS_URL, "--redis-key-prefix", f"{namespace}:", "--topic-prefix", prefix,
-                 "--group", f"{tag}-probers", "--interval", "60", "--cooled-interval", str(a.cooled_interval),
-                 "--timeout", "2"],
-                cwd=ROOT, stdout=(workdir / "prober.log").open("wb"), stderr=subprocess.STDOUT,
-                env={**os.environ, "PYTHONPATH": str(ROOT), "LITELLM_LOCAL_MODEL_COST_MAP": "True"})
+            prober = start_prober(worker_config, BOOTSTRAP, REDIS_URL, f"{namespace}:", prefix, f"{tag}-probers",
+                                  workdir / "prober.log", cooled_interval=a.cooled_interval)
         for side in SIDES:
             config = proxy_config(workdir / f"proxy-{side}.yaml", models[side], side, namespace, 0)
             for i in range(PODS):
