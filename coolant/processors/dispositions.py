@@ -30,7 +30,7 @@ class Disposition(StrEnum):
     COUNTED = "counted"  # a success, counted in its window (O5)
     LATE = "late"  # L1
     DUPLICATE = "duplicate"  # L2
-    IGNORED = "ignored"  # O3, N2, and deployment/cooldown records in replay
+    IGNORED = "ignored"  # O3, N2, N4, and deployment/cooldown records in replay
     PROBE = "probe"  # a probe with no cooldown decision (H1 only)
     ABSORBED = "absorbed"  # E2: a cooldown ending later is in force
     COOLED = "cooled"  # a cooldown emitted (or a candidate for X3)

@@ -75,8 +75,11 @@ def _accept(o: Options, ps: PathState, event_id: str, ts: float) -> Step | None:
 
 
 def counted(o: Options, rec: Outcome) -> bool:
-    """O3 (a non-final attempt under `final_only`) and N2 (a successful pre-call check) are not counted."""
+    """O3 (a non-final attempt under `final_only`), N2 (a successful pre-call check) and N4 (an attempt its caller
+    ended) are not counted."""
     if rec.final is False and o.count_attempts == "final_only":
+        return False
+    if rec.origin == "caller":
         return False
     return not (rec.ok and rec.source == "pre_call_check")
 

@@ -578,6 +578,7 @@ fn field_bit(key: &[u8]) -> u32 {
         5 if eq(key, b"final") => 10,
         6 if eq(key, b"schema") => 0,
         6 if eq(key, b"source") => 11,
+        6 if eq(key, b"origin") => 11,
         7 if eq(key, b"gateway") => 6,
         7 if eq(key, b"attempt") => 9,
         8 if eq(key, b"event_id") => 1,

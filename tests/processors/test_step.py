@@ -83,3 +83,21 @@ def test_dispositions_keep_the_words_of_metrics_and_summaries() -> None:
          "single_402", "lone_exempt", "below_threshold"])
     step = step_outcome(policy(), PathState(), auth_error("e1", "nowhere", 1))
     assert step.disposition is Skip.UNKNOWN_DEPLOYMENT and f"{step.disposition}" == "unknown_deployment"
+
+
+def test_an_attempt_its_caller_ended_is_not_counted_in_any_profile() -> None:
+    """N4: two successes then three caller-ended failures leave the window at 2 successes and 0 failures, so the
+    next real 500 (1 of 3) cannot cross V2.3's rate; counted as failures, 4 of 6 would."""
+    for profile in ("compatible", "outlier"):
+        pol = policy(n=2, profile=profile, thresholds={"min_requests": 1}) if profile == "outlier" else policy(n=2)
+        ps = PathState()
+        for i in range(2):
+            step_outcome(pol, ps, Outcome(event_id=f"s{i}", ts=T0 + i, deployment_id="d0", model_group="g", ok=True))
+        for i in range(3):
+            left = Outcome(event_id=f"c{i}", ts=T0 + 5 + i, deployment_id="d0", model_group="g", ok=False,
+                           exception_type="ClientDisconnected", origin="caller")
+            step = step_outcome(pol, ps, left)
+            assert step.cooldown is None and step.disposition == Disposition.IGNORED, profile
+        step = step_outcome(pol, ps, Outcome(event_id="f", ts=T0 + 10, deployment_id="d0", model_group="g",
+                                             ok=False, status_code=500, exception_type="InternalServerError"))
+        assert step.cooldown is None, profile
