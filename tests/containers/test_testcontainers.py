@@ -22,8 +22,8 @@ def test_fixture_containers_run_the_live_pipeline() -> None:
     env = {k: v for k, v in os.environ.items() if k not in ("KAFKA_BOOTSTRAP", "REDIS_URL")}
     env.update(KAFKA_TEST_IMAGE=kafka, REDIS_TEST_IMAGE=redis, REQUIRE_INTEGRATION="1")
     proc = subprocess.run(
-        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
-         "tests/containers/fixtures_in_containers.py", "tests/integration/test_live.py::test_replay_equals_live[lanes]"],
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests/containers/fixtures_in_containers.py",
+         "tests/integration/test_live.py::test_replay_equals_live[lanes]"],
         cwd=ROOT, env=env, capture_output=True, text=True, timeout=600, check=False,
     )
     assert proc.returncode == 0, proc.stdout[-6000:] + proc.stderr[-2000:]
