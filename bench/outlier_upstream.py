@@ -15,13 +15,14 @@ Routers and proxies in other processes can share it.
 from __future__ import annotations
 
 import asyncio
-import threading
 import time
 from dataclasses import dataclass
 from typing import Any
 
 import orjson
 from aiohttp import web
+
+from tests.support.served import ThreadedServer
 
 CHUNKS_BEFORE_FAILING = 3
 """Chunks a failing stream sends before it dies: a death mid-answer, not a refused request."""
@@ -44,16 +45,13 @@ def _chunk(name: str, content: str | None, finish: str | None = None) -> bytes:
     return b"data: " + orjson.dumps(body) + b"\n\n"
 
 
-class Upstream:
+class Upstream(ThreadedServer):
     """The fake; `failing` and `calls` may be read and changed from any thread."""
 
     def __init__(self) -> None:
+        super().__init__("outlier-upstream")
         self.failing: dict[str, int | str] = {}
         self.calls: list[Call] = []
-        self.port = 0
-        self._loop = asyncio.new_event_loop()
-        self._runner: web.AppRunner | None = None
-        self._thread = threading.Thread(target=self._loop.run_forever, name="outlier-upstream", daemon=True)
 
     def base(self, name: str) -> str:
         return f"http://127.0.0.1:{self.port}/{name}/v1"
@@ -96,24 +94,7 @@ class Upstream:
         await response.write_eof()
         return response
 
-    async def _start(self) -> None:
+    def app(self) -> web.Application:
         app = web.Application()
         app.router.add_post("/{name}/v1/chat/completions", self._handle)
-        self._runner = web.AppRunner(app, access_log=None)
-        await self._runner.setup()
-        site = web.TCPSite(self._runner, "127.0.0.1", 0)
-        await site.start()
-        server = site._server
-        assert server is not None
-        self.port = server.sockets[0].getsockname()[1]  # type: ignore[attr-defined]
-
-    def start(self) -> Upstream:
-        self._thread.start()
-        asyncio.run_coroutine_threadsafe(self._start(), self._loop).result(10)
-        return self
-
-    def stop(self) -> None:
-        if self._runner is not None:
-            asyncio.run_coroutine_threadsafe(self._runner.cleanup(), self._loop).result(10)
-        self._loop.call_soon_threadsafe(self._loop.stop)
-        self._thread.join(10)
+        return app

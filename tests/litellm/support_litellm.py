@@ -13,7 +13,6 @@ import json
 import os
 import subprocess
 import sys
-import threading
 import time
 import uuid
 from collections import Counter, deque
@@ -29,6 +28,7 @@ if str(ROOT) not in sys.path:  # `tests.support` when pytest is not run as `pyth
 from aiohttp import web  # noqa: E402
 
 from tests.support.ports import free_port  # noqa: E402
+from tests.support.served import ThreadedServer  # noqa: E402
 
 GOOD_KEY = "sk-good"
 BAD_KEY = "sk-broken"
@@ -73,7 +73,7 @@ def _chunk(model: str, content: str | None, finish: str | None = None) -> bytes:
     return b"data: " + json.dumps(body).encode() + b"\n\n"
 
 
-class FakeOpenAI:
+class FakeOpenAI(ThreadedServer):
     """The OpenAI chat completions API on 127.0.0.1, on a thread of its own (serves sync and async callers).
 
     A deployment picks its behaviour with its `api_base`, `http://127.0.0.1:<port>/<mode>/v1`:
@@ -91,14 +91,11 @@ class FakeOpenAI:
     """
 
     def __init__(self) -> None:
+        super().__init__("fake-openai")
         self.calls: Counter[tuple[str, int]] = Counter()
         self.failing: set[str] = set()
         self.limits: dict[str, tuple[int, float]] = {}
         self._served: dict[str, deque[float]] = {}
-        self.port = 0
-        self._loop = asyncio.new_event_loop()
-        self._runner: web.AppRunner | None = None
-        self._thread = threading.Thread(target=self._loop.run_forever, name="fake-openai", daemon=True)
 
     def base(self, mode: str) -> str:
         return f"http://127.0.0.1:{self.port}/{mode}/v1"
@@ -170,27 +167,10 @@ class FakeOpenAI:
             pass
         return response
 
-    async def _start(self) -> None:
+    def app(self) -> web.Application:
         app = web.Application()
         app.router.add_post("/{mode}/v1/chat/completions", self._handle)
-        self._runner = web.AppRunner(app, access_log=None)
-        await self._runner.setup()
-        site = web.TCPSite(self._runner, "127.0.0.1", 0)
-        await site.start()
-        server = site._server
-        assert server is not None
-        self.port = server.sockets[0].getsockname()[1]  # type: ignore[attr-defined]
-
-    def start(self) -> FakeOpenAI:
-        self._thread.start()
-        asyncio.run_coroutine_threadsafe(self._start(), self._loop).result(10)
-        return self
-
-    def stop(self) -> None:
-        if self._runner is not None:
-            asyncio.run_coroutine_threadsafe(self._runner.cleanup(), self._loop).result(10)
-        self._loop.call_soon_threadsafe(self._loop.stop)
-        self._thread.join(10)
+        return app
 
 
 def _drop(request: web.Request) -> None:

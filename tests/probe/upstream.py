@@ -14,6 +14,8 @@ from dataclasses import dataclass, field
 
 from aiohttp import web
 
+from tests.support.served import serve_local
+
 
 @dataclass
 class FakeUpstream:
@@ -66,13 +68,7 @@ class FakeUpstream:
     async def start(self) -> None:
         app = web.Application()
         app.router.add_post("/{dep}/v1/{kind:chat/completions|embeddings|completions}", self._handle)
-        self._runner = web.AppRunner(app, access_log=None)
-        await self._runner.setup()
-        site = web.TCPSite(self._runner, "127.0.0.1", 0)
-        await site.start()
-        server = site._server
-        assert server is not None
-        self.port = server.sockets[0].getsockname()[1]  # type: ignore[attr-defined]
+        self._runner, self.port = await serve_local(app)
 
     async def stop(self) -> None:
         if self._runner is not None:
