@@ -8,7 +8,7 @@ from typing import Any, NoReturn
 import yaml
 
 from coolant.config.errors import ConfigError
-from coolant.config.loader import _show
+from coolant.config.reader import show
 
 
 def _plain(value: Any) -> Any:
@@ -31,7 +31,7 @@ def override(data: Mapping[str, Any], dotted_key: str, value: Any) -> dict[str, 
     if not dotted_key or "" in parts:
         raise ConfigError("override", dotted_key or "''", "not a dotted key")
     if not isinstance(data, Mapping):
-        raise ConfigError("override", dotted_key, f"the config must be a map, got {_show(data)}")
+        raise ConfigError("override", dotted_key, f"the config must be a map, got {show(data)}")
     out: dict[str, Any] = _plain(data)
     _assign(out, parts, 0, value, dotted_key)
     return out
@@ -70,7 +70,7 @@ def _assign(node: Any, parts: list[str], i: int, value: Any, dotted_key: str) ->
             fail(f"{here} is a map: * only selects list items")
         descend(node, part)
     else:
-        fail(f"{here} is {_show(node)}, not a map or a list")
+        fail(f"{here} is {show(node)}, not a map or a list")
 
 
 def parse_value(text: str) -> Any:
