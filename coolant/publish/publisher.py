@@ -29,40 +29,24 @@ from dataclasses import dataclass
 from functools import partial
 from typing import Any, NamedTuple
 
-import msgspec
 from aiokafka import AIOKafkaProducer
 from aiokafka.errors import KafkaConnectionError, KafkaTimeoutError, ProducerClosed
 
-from coolant.schemas import DeploymentRecord, Health, InvalidRecord, Outcome, decode, encode
+from coolant.publish.messages import MAX_EXCEPTION_MESSAGE, Publishable, message_of, route
+from coolant.publish.sparse_log import SparseLog
 from coolant.topics import Topics
 
-__all__ = ["MAX_EXCEPTION_MESSAGE", "Publisher", "PublisherStats", "route"]
+__all__ = ["MAX_EXCEPTION_MESSAGE", "Publishable", "Publisher", "PublisherStats", "route"]
+"""`MAX_EXCEPTION_MESSAGE`, `Publishable` and `route` live in `messages`; named here too, where gateways import them."""
 
 log = logging.getLogger(__name__)
 
-MAX_EXCEPTION_MESSAGE = 1024
-"""Contract §1.1: publishers truncate `exception_message` to 1,024 characters."""
 WARN_EVERY = 10.0
 """Seconds between two warnings of the same kind (drops, connection trouble)."""
 DEFAULT_REQUEST_TIMEOUT_MS = 15_000
 """aiokafka's is 40 s; a publisher should notice a dead broker sooner and start buffering."""
 _YIELD_EVERY = 256
 """Records handed to the producer between two yields to the event loop (keeps the gateway responsive)."""
-
-Publishable = Outcome | Health | DeploymentRecord
-
-
-def route(record: Publishable, topics: Topics) -> str:
-    """The topic of an input record (§2): outcomes, health or deployments; TypeError for anything else."""
-    kind = type(record)
-    if kind is Outcome:
-        return topics.outcomes
-    if kind is Health:
-        return topics.health
-    if kind is DeploymentRecord:
-        return topics.deployments
-    raise TypeError(f"not an input record: {kind.__name__}")
-
 
 @dataclass(frozen=True, slots=True)
 class PublisherStats:
@@ -100,27 +84,6 @@ class _Item(NamedTuple):
     topic: str
     key: bytes
     value: bytes
-
-
-class _RateLimitedLog:
-    """At most one log line per `every` seconds; what was held back is counted in the next one."""
-
-    def __init__(self, level: int, every: float = WARN_EVERY) -> None:
-        self.level = level
-        self.every = every
-        self.last = float("-inf")
-        self.suppressed = 0
-
-    def __call__(self, msg: str, *args: Any) -> None:
-        now = time.monotonic()
-        if now - self.last < self.every:
-            self.suppressed += 1
-            return
-        if self.suppressed:
-            msg += " (%d similar messages suppressed)"
-            args = (*args, self.suppressed)
-        self.last, self.suppressed = now, 0
-        log.log(self.level, msg, *args)
 
 
 def _transient(exc: BaseException) -> bool:
@@ -180,11 +143,6 @@ class Publisher:
             "bootstrap_servers": bootstrap_servers,
             "linger_ms": linger_ms,
         }
-        self._routes: dict[type, str] = {
-            Outcome: self.topics.outcomes,
-            Health: self.topics.health,
-            DeploymentRecord: self.topics.deployments,
-        }
         self._backoff_first, self._backoff_max = first, cap
         self._delay = first
 
@@ -208,8 +166,8 @@ class Publisher:
         self._broken = False
         self._resolved = 0  # records that reached a final counter (sent, errors, dropped at stop)
         self._flush_waiters: list[tuple[int, asyncio.Future[None]]] = []
-        self._warn_drop = _RateLimitedLog(logging.WARNING)
-        self._warn_kafka = _RateLimitedLog(logging.WARNING)
+        self._warn_drop = SparseLog(log, logging.WARNING, WARN_EVERY)
+        self._warn_kafka = SparseLog(log, logging.WARNING, WARN_EVERY)
 
     # -- the caller's side -------------------------------------------------------------------
 
@@ -243,7 +201,7 @@ class Publisher:
 
     def _publish(self, record: Publishable) -> bool:
         try:
-            topic, key, value = self._prepare(record)
+            topic, key, value = message_of(record, self.topics, validate=self.validate)
         except Exception as exc:
             with self._lock:
                 self._dropped_invalid += 1
@@ -275,20 +233,6 @@ class Publisher:
             why, self.max_buffer, full, unavailable,
         )
         return False
-
-    def _prepare(self, record: Publishable) -> tuple[str, bytes, bytes]:
-        kind = type(record)
-        topic = self._routes.get(kind)
-        if topic is None:
-            raise InvalidRecord(f"not an outcome, health or deployment record: {kind.__name__}")
-        if kind is not DeploymentRecord:
-            message = record.exception_message  # type: ignore[union-attr]
-            if message is not None and len(message) > MAX_EXCEPTION_MESSAGE:
-                record = msgspec.structs.replace(record, exception_message=message[:MAX_EXCEPTION_MESSAGE])
-        value = encode(record)
-        if self.validate and type(decode(value)) is not kind:
-            raise InvalidRecord(f"decodes as another record type than {kind.__name__}")
-        return topic, record.deployment_id.encode(), value
 
     def _wake_sender(self) -> None:
         loop = self._loop
