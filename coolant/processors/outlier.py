@@ -78,8 +78,12 @@ def kind(rec: Outcome) -> Kind:
 
 
 def answered(ps: PathState, ts: float) -> None:
-    """X10.2 and X11.1 for an answer: the streak ends; the answer counts in its bucket."""
-    ps.in_row = 0
+    """X10.2 and X11.1 for an answer: the streak ends, unless the answer is older than the streak's first failure
+    (X10.4: LiteLLM's proxy reports a failure from the request's exception path but queues a success for its
+    logging worker, so under load answers from before an incident reach the partition after its first
+    failures, and would reset the streak every time); the answer counts in its bucket."""
+    if ts >= ps.in_row_since:
+        ps.in_row = 0
     cell = ps.recent.get(k := int(ts // BUCKET))
     if cell is None:
         ps.recent[k] = [1, 0]

@@ -92,7 +92,8 @@ class PathState:
     hold: Hold | None = None
     """Request path only, recovery that probes (RC1-RC4): None until a probe of a cooled deployment arrives."""
     in_row: int = 0
-    """Outlier profile (X10): the deployment's counted failures since its last answer, in partition order."""
+    """Outlier profile (X10): the deployment's counted failures since its last answer no older than the first of
+    them (X10.4), in partition order."""
     in_row_since: float = NEG_INF
     """X10: the ts of the first of those failures (the cooldown's `window.start`)."""
     recent: dict[int, list[int]] = field(default_factory=dict)

@@ -1,8 +1,8 @@
 """Properties of the outlier profile (docs/outlier.md) against brute-force models.
 
 The models share nothing with `coolant.processors.outlier`: they keep every record seen so far and recount from
-scratch at each failure (the streak by walking back to the last answer or the last X10 cooldown, the recent share by
-scanning the whole history for the records whose second lies in the window).
+scratch at each failure (the streak over the deployment's whole history, the recent share by scanning the whole
+history for the records whose second lies in the window).
 """
 
 from __future__ import annotations
@@ -119,11 +119,14 @@ def model(policy: Policy, knobs: Knobs, records: Sequence[schemas.Outcome]) -> l
         if compatible:
             reason = "compatible"
         elif kind is True and not policy.lone(g):
-            streak = 1
-            for _, prev_kind, prev_fired in reversed(past):
-                if prev_kind is False or prev_fired:
-                    break
-                streak += prev_kind is True
+            # recounted from the first record; an answer older than the streak's first failure leaves it (X10.4)
+            streak, since = 0, -math.inf
+            for prev, prev_kind, prev_fired in [*past, (rec, kind, False)]:
+                if prev_kind is True:
+                    since = prev.ts if streak == 0 else since
+                    streak = 0 if prev_fired else streak + 1
+                elif prev_kind is False and prev.ts >= since:
+                    streak = 0
             k = knobs.k_single if policy.single(g) else knobs.k
             if streak >= k:
                 reason = "consecutive_failures"
