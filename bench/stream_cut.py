@@ -2,6 +2,7 @@
 
     scripts/kafka-local start && scripts/redis-local start
     .venv/bin/python bench/stream_cut.py [--json FILE] [--kinds cut,error,truncated] [--profile outlier]
+                                         [--dump DIR]
 
 Per side, 3 `litellm --config` processes (LiteLLM 1.110.2, `num_retries: 0`, so every failed upstream call is
 an error a user sees) serve a group of three deployments A, B, C on a fake upstream (`bench/outlier_upstream.py`),
@@ -16,8 +17,11 @@ deployments:
 A request failed when the SDK raised or the stream ended without a finish_reason. Sides: `litellm` (LiteLLM's
 defaults, cooldowns shared through Redis) and `coolant` (`disable_cooldowns`, `coolant_callback` with the fast
 path and the push, one `coolant worker` with --profile, and under `outlier` one `coolant probe` with its cooled
-cadence). Prints per kind the failed requests after the onset on each side and coolant's cooldown records; writes
-`--json FILE`: a list of `{kind, litellm, coolant}` (failed requests) with `requests`, `cooldowns` and `load`.
+cadence). Prints per kind the failed requests after the onset on each side, coolant's cooldown records, and where
+coolant's failed attempts on C come from, by when the proxy started them against the cooldown spans (as
+`bench/onset_proxies.py` counts them: before the first cooldown, in flight when it came, after a span ended, or
+while cooled but before the pod knew), and any failed request C did not serve. Writes `--json FILE`: a list of
+`{kind, litellm, coolant}` (failed requests) with `requests`, `cooldowns`, `sources`, `elsewhere` and `load`.
 Goal under the profile: coolant <= 0.1 x LiteLLM alone for each kind.
 """
 
@@ -26,12 +30,14 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import dataclasses
 import os
 import subprocess
 import sys
 import tempfile
 import time
 import uuid
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -44,12 +50,12 @@ sys.path[:0] = [str(ROOT / "bench"), str(ROOT / "tests" / "litellm"), str(ROOT)]
 import openai  # noqa: E402
 from bench_args import listed, write_json  # noqa: E402
 from onset_compare import BOOTSTRAP, PODS, REDIS_URL, paced  # noqa: E402
-from onset_proxies import proxy_config  # noqa: E402
+from onset_proxies import SOURCES, proxy_config, sources  # noqa: E402
 from outlier_upstream import STREAM_KINDS, Upstream  # noqa: E402
 from prober_process import start_prober  # noqa: E402
 from support_litellm import Proxy  # noqa: E402
 
-from tests.support.kafka import create_topics, delete_topics, read_topic  # noqa: E402
+from tests.support.kafka import create_topics, delete_topics, read_json  # noqa: E402
 from tests.support.redis import delete_redis_keys  # noqa: E402
 from tests.support.worker import Worker  # noqa: E402
 
@@ -75,21 +81,36 @@ def model_list(up: Upstream, tag: str, kinds: list[str], side: str) -> list[dict
     return out
 
 
-async def stream_once(client: openai.AsyncOpenAI, group: str) -> bool:
-    """One streamed request; True when it completed (a chunk with a finish_reason, no error)."""
+@dataclasses.dataclass(frozen=True, slots=True)
+class Streamed:
+    """One streamed request as its caller saw it."""
+
+    ok: bool
+    """A chunk carried a finish_reason and no error came."""
+    served: str | None
+    """The deployment whose chunks arrived (the fake upstream's text is its name), if any did."""
+    error: str | None
+    """The SDK's exception, `type: message` (cut), or None."""
+
+
+async def stream_once(client: openai.AsyncOpenAI, group: str) -> Streamed:
+    """One streamed request, read to its end."""
+    finished = False
+    served = None
     try:
         stream = await client.chat.completions.create(model=group, messages=MESSAGES, stream=True)
-        finished = False
         async for chunk in stream:
-            finished = finished or any(c.finish_reason for c in chunk.choices)
-        return finished
-    except Exception:  # the SDK's error for an error event, a broken connection, a 5xx
-        return False
+            for c in chunk.choices:
+                finished = finished or bool(c.finish_reason)
+                served = served or c.delta.content or None
+        return Streamed(finished, served, None)
+    except Exception as e:  # the SDK's error for an error event, a broken connection, a 5xx
+        return Streamed(False, served, f"{type(e).__name__}: {e}"[:300])
 
 
 async def run_kind(kind: str, tag: str, up: Upstream, sides: dict[str, list[Proxy]], a: argparse.Namespace,
-                   log: list[dict[str, Any]]) -> dict[str, tuple[int, int]]:
-    """Both sides at once on `kind`: (failed requests after the onset, requests after the onset) per side."""
+                   log: list[dict[str, Any]]) -> tuple[float, dict[str, tuple[int, int]]]:
+    """Both sides at once on `kind`: the onset, and (failed requests after it, requests after it) per side."""
     start = time.time() + 1.0
     onset = start + a.warmup
     end = onset + a.duration
@@ -108,17 +129,18 @@ async def run_kind(kind: str, tag: str, up: Upstream, sides: dict[str, list[Prox
 
         async def call(i: int) -> None:
             sent = time.time()
-            ok = await stream_once(sides[side][i % PODS].client, group)
+            got = await stream_once(sides[side][i % PODS].client, group)
             if sent >= onset:
                 counts[side][1] += 1
-                counts[side][0] += not ok
-            log.append({"kind": kind, "side": side, "pod": i % PODS, "sent": sent, "done": time.time(), "ok": ok})
+                counts[side][0] += not got.ok
+            log.append({"kind": kind, "side": side, "pod": i % PODS, "sent": sent, "done": time.time(),
+                        **dataclasses.asdict(got)})
 
         return call
 
     await asyncio.sleep(max(0.0, start - time.time()))
     await asyncio.gather(switch(), *(paced(one(side), a.rate, end) for side in sides))
-    return {side: (c[0], c[1]) for side, c in counts.items()}
+    return onset, {side: (c[0], c[1]) for side, c in counts.items()}
 
 
 async def main_async(a: argparse.Namespace) -> list[dict[str, Any]]:
@@ -165,20 +187,27 @@ async def main_async(a: argparse.Namespace) -> list[dict[str, Any]]:
               f"{a.profile}; logs in {workdir}", flush=True)
         requests: list[dict[str, Any]] = []
         for kind in kinds:
-            counts = await run_kind(kind, tag, up, sides, a, requests)
+            onset, counts = await run_kind(kind, tag, up, sides, a, requests)
             load = [round(x, 2) for x in os.getloadavg()]
             results.append({"kind": kind, "litellm": counts["litellm"][0], "coolant": counts["coolant"][0],
-                            "requests": {s: n for s, (_, n) in counts.items()}, "load": load})
+                            "requests": {s: n for s, (_, n) in counts.items()}, "load": load, "onset": onset})
             print(f"  {kind}: litellm {counts['litellm'][0]} failed of {counts['litellm'][1]}, coolant "
                   f"{counts['coolant'][0]} failed of {counts['coolant'][1]} (load {load})", flush=True)
         await asyncio.sleep(3.0)
-        cooldowns = [orjson.loads(m.value) for m in await read_topic(BOOTSTRAP, prefix + "cooldowns")]
+        cooldowns = await read_json(BOOTSTRAP, prefix + "cooldowns")
+        outcomes = await read_json(BOOTSTRAP, prefix + "outcomes")
         for r in results:
             c = deps(tag, r["kind"], "coolant")[1][2]
-            r["cooldowns"] = sum(cd["deployment_id"] == c for cd in cooldowns)
+            of_c = [cd for cd in cooldowns if cd["deployment_id"] == c]
+            r["cooldowns"] = len(of_c)
+            onset = r.pop("onset")
+            where = sources([o for o in outcomes if o["deployment_id"] == c], of_c, onset)
+            r["sources"] = {k: where[k] for k in SOURCES}
+            r["elsewhere"] = elsewhere(requests, r["kind"], c, onset)
         report(results, a)
         if a.dump:
-            Path(a.dump).write_bytes(b"".join(orjson.dumps(r) + b"\n" for r in requests))
+            dump(Path(a.dump), {"requests": requests, "outcomes": outcomes, "cooldowns": cooldowns,
+                                "calls": [dataclasses.asdict(c) for c in up.calls]})
         return results
     finally:
         for proxies in sides.values():
@@ -195,14 +224,34 @@ async def main_async(a: argparse.Namespace) -> list[dict[str, Any]]:
         print(f"total {time.monotonic() - t_start:.0f} s")
 
 
+def elsewhere(requests: list[dict[str, Any]], kind: str, c: str, onset: float) -> dict[str, int]:
+    """coolant's failed requests after the onset that C did not serve (no chunk of C's came), by the SDK's error:
+    not the dying streams' doing (a proxy that refused, a connection to it that broke)."""
+    return dict(Counter((r["error"] or "no finish_reason").split(":")[0] for r in requests
+                        if r["kind"] == kind and r["side"] == "coolant" and r["sent"] >= onset and not r["ok"]
+                        and r["served"] != c))
+
+
+def dump(where: Path, tables: dict[str, list[dict[str, Any]]]) -> None:
+    """--dump: the run's raw data, one JSON-lines file per table (the outcome records replay with `coolant replay`)."""
+    where.mkdir(parents=True, exist_ok=True)
+    for name, rows in tables.items():
+        (where / f"{name}.jsonl").write_bytes(b"".join(orjson.dumps(r) + b"\n" for r in rows))
+    print(f"raw data in {where}")
+
+
 def report(results: list[dict[str, Any]], a: argparse.Namespace) -> None:
     print(f"\nfailed streamed requests while C's streams fail ({a.duration:g} s at {a.rate:g}/s per side; coolant "
           f"profile {a.profile})")
-    print(f"  {'kind':<10} | {'litellm':>7} | {'coolant':>7} | ratio | coolant's cooldown records of C | load")
+    print(f"  {'kind':<10} | {'litellm':>7} | {'coolant':>7} | ratio | requests | cooldown records of C | coolant's "
+          f"failed attempts on C: " + ", ".join(SOURCES) + " | load")
     for r in results:
         ratio = r["coolant"] / r["litellm"] if r["litellm"] else float("nan")
-        print(f"  {r['kind']:<10} | {r['litellm']:>7} | {r['coolant']:>7} | {ratio:>5.2f} | {r['cooldowns']:>31} | "
-              f"{r['load']}")
+        sent = f"{r['requests']['litellm']}/{r['requests']['coolant']}"
+        print(f"  {r['kind']:<10} | {r['litellm']:>7} | {r['coolant']:>7} | {ratio:>5.2f} | {sent:>8} | "
+              f"{r['cooldowns']:>21} | " + ", ".join(str(r["sources"][k]) for k in SOURCES) + f" | {r['load']}")
+        if r["elsewhere"]:
+            print(f"  {'':<10}   coolant's failed requests C did not serve: {r['elsewhere']}")
 
 
 def main() -> None:
@@ -214,7 +263,8 @@ def main() -> None:
     p.add_argument("--duration", type=float, default=40.0, help="seconds C's streams fail, per kind")
     p.add_argument("--warmup", type=float, default=5.0, help="seconds of healthy traffic before each kind")
     p.add_argument("--cooled-interval", type=float, default=1.0, help="the prober's --cooled-interval")
-    p.add_argument("--dump", metavar="FILE", help="also write every request there (JSON lines)")
+    p.add_argument("--dump", metavar="DIR", help="also write the run's requests, outcome records, cooldown records "
+                                                 "and upstream calls there (JSON lines, one file each)")
     a = p.parse_args()
     listed(p, a.kinds, STREAM_KINDS, "kind")
     write_json(a.json, asyncio.run(main_async(a)))

@@ -45,6 +45,24 @@ GATEWAY_NAMES = frozenset(
 )
 """X9: names that say the deployment failed when no status came with them (a reset connection, a timeout, a
 stream that died mid-answer: LiteLLM reports those as `APIConnectionError` or `Timeout` with no status)."""
+TRANSPORT_NAMES = frozenset(
+    {
+        "RemoteProtocolError",
+        "ReadError",
+        "WriteError",
+        "ConnectError",
+        "NetworkError",
+        "ProtocolError",
+        "ReadTimeout",
+        "WriteTimeout",
+        "ConnectTimeout",
+        "TimeoutException",
+    }
+)
+"""X9.6: httpx's names for a connection to the deployment that failed. LiteLLM hands its logging hooks a stream's
+raw transport error when the stream fails after it opened, unmapped: a stream that ended without a finish_reason
+(truncated) or whose connection closed mid-body is a `RemoteProtocolError`, one whose read timed out a `ReadTimeout`.
+The gateway's own side (`PoolTimeout`, `LocalProtocolError`, `ProxyError`) is not the deployment's."""
 
 
 class Kind(Enum):
@@ -73,7 +91,7 @@ def kind(rec: Outcome) -> Kind:
         if name in CALLER_TYPES:
             return Kind.UNSEEN
     if status is None:
-        return Kind.FAILED if name is None or name in GATEWAY_NAMES else Kind.ANSWERED
+        return Kind.FAILED if name is None or name in GATEWAY_NAMES or name in TRANSPORT_NAMES else Kind.ANSWERED
     return Kind.FAILED if status >= 500 or status == 408 else Kind.ANSWERED
 
 

@@ -59,7 +59,8 @@ def _error(status: int, message: str, kind: str, **headers: str) -> web.Response
                              headers=headers)
 
 
-_MODES = frozenset({"ok", "quota", "rl", "err", "long", "cut", "early", "slow"})
+_MODES = frozenset({"ok", "quota", "rl", "err", "long", "cut", "early", "slow", "trunc", "errev"})
+_STREAMED = ("cut", "early", "slow", "trunc", "errev")
 STREAM_CHUNKS = 3
 """Chunks a `cut` stream sends before it dies."""
 SLOW_CHUNKS, SLOW_EVERY = 50, 0.1
@@ -81,7 +82,9 @@ class FakeOpenAI(ThreadedServer):
     `err` (500), `long` (500 with a 5,000-character message); for a streamed request (`stream: true`): `cut`
     (a 200 stream that dies after `STREAM_CHUNKS` chunks: no final chunk, no `[DONE]`, the connection closed),
     `early` (a 200 stream closed before its first chunk), `slow` (`SLOW_CHUNKS` chunks `SLOW_EVERY` s apart, then
-    a clean end); unstreamed, `cut` and `early` close the connection without an answer and `slow` answers 200.
+    a clean end), `trunc` (`STREAM_CHUNKS` chunks, then `[DONE]` with no chunk carrying a `finish_reason`: a
+    truncated answer), `errev` (`STREAM_CHUNKS` chunks, then an error event); unstreamed, `cut`, `early`, `trunc`
+    and `errev` close the connection without an answer and `slow` answers 200.
     Any other mode answers 200 until it is put in `failing`, then 500 (an incident switched on at a chosen moment),
     or, once in `limits` as (n, seconds), 429 with `Retry-After: 30` while it has served n requests in the last
     `seconds` (a free-tier key's sliding window; a refused request does not count).
@@ -104,7 +107,7 @@ class FakeOpenAI(ThreadedServer):
         mode = request.match_info["mode"]
         body = await request.json()
         authorized = request.headers.get("Authorization") == f"Bearer {GOOD_KEY}"
-        if authorized and mode in ("cut", "early", "slow"):
+        if authorized and mode in _STREAMED:
             return await self._stream(request, mode, str(body.get("model")), bool(body.get("stream")))
         if not authorized:
             response = _error(401, "Incorrect API key provided: sk-brok****oken.", "invalid_request_error")
@@ -150,7 +153,7 @@ class FakeOpenAI(ThreadedServer):
         if mode == "early":
             _drop(request)
             return response
-        count = STREAM_CHUNKS if mode == "cut" else SLOW_CHUNKS
+        count = SLOW_CHUNKS if mode == "slow" else STREAM_CHUNKS
         try:
             for i in range(count):
                 await response.write(_chunk(model, f"t{i} "))
@@ -160,7 +163,11 @@ class FakeOpenAI(ThreadedServer):
                 await asyncio.sleep(0.05)  # the chunks reach the caller before the connection dies
                 _drop(request)
                 return response
-            await response.write(_chunk(model, None, "stop"))
+            if mode == "errev":
+                error = {"error": {"message": "stream interrupted", "type": "server_error", "code": 500}}
+                await response.write(b"data: " + json.dumps(error).encode() + b"\n\n")
+            elif mode != "trunc":
+                await response.write(_chunk(model, None, "stop"))
             await response.write(b"data: [DONE]\n\n")
             await response.write_eof()
         except ConnectionResetError:  # the caller left mid-stream

@@ -201,6 +201,8 @@ PROXY_GROUPS = {  # name: (mode of its deployment, fallback group's mode or None
     "cut": ("cut", None),
     "fbcut": ("fbsrc2", "cut"),
     "slow": ("slow", None),
+    "trunc": ("trunc", None),
+    "errev": ("errev", None),
 }
 
 
@@ -288,6 +290,26 @@ async def test_proxy_stream_dies_mid_answer(proxy_run: ProxyRun) -> None:
     assert calls_since(proxy_run.fake, before) == 1
     assert (rec["ok"], rec.get("status_code"), rec["exception_type"], rec["origin"]) == (
         False, None, "APIConnectionError", "upstream")
+    await client.close()
+
+
+@pytest.mark.parametrize(("name", "published"), [
+    ("trunc", ("RemoteProtocolError", "Stream ended before a finish_reason was received")),
+    ("errev", ("APIError", "stream interrupted")),
+])
+async def test_proxy_stream_ends_without_finishing(proxy_run: ProxyRun, name: str, published: tuple[str, str]) -> None:
+    """A stream that ends cleanly but without a chunk carrying a finish_reason (truncated), or with an error event:
+    the caller gets an error after the chunks, and its one attempt is published as the deployment's failure, with
+    the names the outlier profile counts (X9.1, X9.6), never as a success or a caller's disconnect."""
+    before = Counter(proxy_run.fake.calls)
+    client = proxy_run.proxy.new_client()
+    n, exc = await consume(await client.chat.completions.create(model=proxy_run.group(name), messages=MESSAGES,
+                                                                stream=True))
+    assert n == STREAM_CHUNKS and exc is not None
+    [rec] = await proxy_run.records(name, 1)
+    assert calls_since(proxy_run.fake, before) == 1
+    assert (rec["ok"], rec.get("status_code"), rec["exception_type"], rec["exception_message"], rec["origin"]) == (
+        False, None, *published, "upstream")
     await client.close()
 
 

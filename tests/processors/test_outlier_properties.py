@@ -23,15 +23,19 @@ from coolant.processors import Engine, Policy
 
 GATEWAY = {"APIConnectionError", "Timeout", "InternalServerError", "ServiceUnavailableError", "BadGatewayError",
            "MidStreamFallbackError", "APIError"}
+TRANSPORT = {"RemoteProtocolError", "ReadError", "WriteError", "ConnectError", "NetworkError", "ProtocolError",
+             "ReadTimeout", "WriteTimeout", "ConnectTimeout", "TimeoutException"}
 CALLER = {"CallerCredentialAuthenticationError", "CallerCredentialRateLimitError", "MalformedRequestFieldError",
           "UnsupportedEndpointError"}
-# (status, exception_type, origin); None status with a name is what LiteLLM reports for a cut stream or a reset
+# (status, exception_type, origin); None status with a name is what LiteLLM reports for a cut stream or a reset,
+# httpx's raw name what its logging hooks get for a stream that ended without a finish_reason (X9.6)
 FAILURES: list[tuple[int | None, str | None, str | None]] = [
     (500, "InternalServerError", None), (503, "ServiceUnavailableError", "upstream"), (502, "BadGatewayError", None),
     (408, "Timeout", None), (None, "APIConnectionError", "upstream"), (None, "Timeout", None), (None, None, None),
     (500, "APIConnectionError", None), (None, "APIConnectionError", "caller"), (500, "InternalServerError", "caller"),
     (400, "BadRequestError", None), (404, "NotFoundError", None), (429, "RateLimitError", None), (499, None, None),
     (None, "CallerCredentialRateLimitError", None), (403, "PermissionDeniedError", None),
+    (None, "RemoteProtocolError", "upstream"), (None, "httpx.ReadTimeout", None), (None, "PoolTimeout", "upstream"),
 ]
 
 
@@ -42,7 +46,8 @@ def counted_failure(rec: schemas.Outcome) -> bool | None:
     if rec.origin == "caller" or rec.status_code == 499 or rec.exception_type in CALLER:
         return None
     if rec.status_code is None:
-        return rec.exception_type is None or rec.exception_type in GATEWAY
+        name = rec.exception_type
+        return name is None or name in GATEWAY or name.removeprefix("httpx.") in TRANSPORT
     return rec.status_code >= 500 or rec.status_code == 408
 
 

@@ -33,6 +33,11 @@ def gone(**kw):
     return fail(None, "APIConnectionError", origin="caller", **kw)
 
 
+def truncated(name: str = "RemoteProtocolError", **kw):
+    """A stream that ended without a finish_reason as LiteLLM's logging hooks report it: httpx's raw error."""
+    return fail(None, name, msg="Stream ended before a finish_reason was received", origin="upstream", **kw)
+
+
 F4 = [fail(500)] * 4
 """Four counted failures in a row: X10's default k for a group of several."""
 
@@ -50,6 +55,15 @@ VECTORS = [
     V("OV5", 2, OUT, QUIET, [fail(408), fail(502), cut(), cut()],
       [no("below_threshold"), BELOW, BELOW, cf(5, fields={"status_code": None})],
       "X9: a stream cut mid-answer counts"),
+    V("OV46", 2, OUT, QUIET, [truncated(), truncated("httpx.ReadError"), truncated("ReadTimeout"), truncated()],
+      [BELOW, BELOW, BELOW, cf(5, fields={"status_code": None, "exception_type": "RemoteProtocolError"})],
+      "X9.6: a truncated stream, a broken read and a stalled one count (httpx's names, N1)"),
+    V("OV47", 2, OUT, QUIET, [*[fail(500)] * 3, truncated(), fail(500)], [BELOW, BELOW, BELOW, cf(5), BELOW],
+      "X9.6: a truncated stream extends the streak, it does not end it"),
+    V("OV48", 2, OUT, QUIET, [*[fail(500)] * 3, truncated("PoolTimeout"), *F4],
+      [BELOW, BELOW, BELOW, no("no_status"), BELOW, BELOW, BELOW, cf(5, window=(34, 0, 4))],
+      "X9.6: the gateway's own pool is not the deployment's: an answer"),
+    V("OV49", 2, {}, QUIET, [truncated()] * 5, [NO] * 5, "the compatible profile: G2, as LiteLLM"),
     V("OV6", 2, OUT, QUIET, [fail(500), fail(500), gone(), fail(500), fail(500)],
       [BELOW, BELOW, no("ignored"), BELOW, cf(5, window=(30, 0, 4))],
       "X9, N4: a caller's disconnect neither counts nor resets"),
