@@ -201,6 +201,36 @@ async def test_rules_that_need_the_fleet_are_left_to_the_worker(
 # -- the push ---------------------------------------------------------------------------------------------------
 
 
+async def test_a_lone_primarys_streak_sends_its_retries_to_the_fallback(
+    redis: Redis, redis_url: str, tag: str, only_callback: Any
+) -> None:
+    """PF8: under the outlier profile a group's only deployment with fallbacks is cooled in the pod at its third
+    failure in a row (`consecutive_single`), so the request's retries and the next requests go to the fallback
+    with no worker in the loop; the pod writes nothing to Redis (the fleet's streak is the worker's to judge)."""
+    skip_unless_plain(redis_url)
+    primary, fallback = f"push-{tag}-p", f"push-{tag}-f"
+    model_list = [deployment(primary, primary, mock="litellm.InternalServerError"),
+                  deployment(fallback, fallback, mock="hi")]
+    fallbacks = [{primary: [fallback]}]
+    router = router_for(model_list, redis_url, tag, num_retries=2, fallbacks=fallbacks)
+    collected = Collected()
+    policy = parse_config({"model_list": model_list, "router_settings": {"fallbacks": fallbacks},
+                           "coolant": {"profile": "outlier"}}).policy
+    cb = CoolantCallback(publisher=collected, policy=policy, redis_url=redis_url, redis_key_prefix=f"push-{tag}:",
+                         routers=[router], gateway="pod-a")
+    only_callback(cb)
+    try:
+        served = [(await router.acompletion(model=primary, messages=MESSAGES))._hidden_params["model_id"]
+                  for _ in range(6)]
+    finally:
+        await cb.aclose()
+    assert served == [fallback] * 6
+    assert [r.deployment_id for r in collected.records if not r.ok] == [primary] * 3
+    assert (cb.stats.own_streak, cb.stats.prefetched) == (1, 0)
+    assert local_cooldowns(router).held(primary) is not None
+    assert await redis.get(cooldown_key(f"push-{tag}:", primary)) is None
+
+
 async def test_a_sibling_skips_the_deployment_through_the_push(
     redis_url: str, tag: str, only_callback: Any
 ) -> None:

@@ -8,6 +8,7 @@ cooldown (same id, end and LiteLLM value), or absorb it under a cooldown already
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import msgspec
@@ -36,9 +37,10 @@ def published(policy: Policy, records: list[Outcome | schemas.Health]) -> list[O
     return [rec for rec in records if engine.feed(rec).disposition not in ("late", "duplicate")]
 
 
-def check_against_engine(policy: Policy, records: list[Outcome | schemas.Health], *, own: bool = False) -> int:
-    """Feeds both; returns how many records the pod prefetched. With `own`, each gateway is a pod keeping its
-    own D7 counters (PF1) over every record it publishes."""
+def check_against_engine(policy: Policy, records: list[Outcome | schemas.Health], *, own: bool = False,
+                         decider: Callable[[Outcome], Cooldown | None] | None = None) -> int:
+    """Feeds both; returns how many records the pod decided. With `own`, each gateway is a pod keeping its
+    own D7 counters (PF1) over every record it publishes. `decider`: the pod's decision instead of `prefetch`."""
     engine = Engine(policy)
     fetched = 0
     pods: dict[str, OwnCounters] = {}
@@ -47,8 +49,10 @@ def check_against_engine(policy: Policy, records: list[Outcome | schemas.Health]
     for rec in records:
         pod = None
         if isinstance(rec, Outcome):
-            counters = pods.setdefault(rec.gateway or "", OwnCounters()) if own else None
-            pod = prefetch(policy, rec, counters)
+            if decider is not None:
+                pod = decider(rec)
+            else:
+                pod = prefetch(policy, rec, pods.setdefault(rec.gateway or "", OwnCounters()) if own else None)
         step = engine.feed(rec)
         if pod is None:
             continue
@@ -62,13 +66,13 @@ def check_against_engine(policy: Policy, records: list[Outcome | schemas.Health]
         assert step.disposition == "cooled", (rec, step, pod)
         worker = step.cooldown
         assert isinstance(worker, Cooldown)
-        if o.backoff is not None:  # X2: the pod holds the first step, the worker's streak may make it longer
-            assert pod.until <= worker.until, (rec, pod, worker)
-            worker = msgspec.structs.replace(worker, until=pod.until, cooldown_time=pod.cooldown_time)
         if coalesce is not None:  # PF7: the pod holds S less, the LiteLLM value ending there
             worker = msgspec.structs.replace(worker, until=worker.until - coalesce,
                                              cooldown_time=worker.until - coalesce - worker.ts)
             pod = msgspec.structs.replace(pod, cooldown_time=float(pod.cooldown_time))
+        if o.backoff is not None:  # X2: the pod holds the first step, the worker's streak may make it longer
+            assert pod.until <= worker.until, (rec, pod, worker)
+            worker = msgspec.structs.replace(worker, until=pod.until, cooldown_time=pod.cooldown_time)
         assert {f: getattr(pod, f) for f in SAME} == {f: getattr(worker, f) for f in SAME}
         assert litellm_fields(pod) == litellm_fields(worker)
     return fetched

@@ -72,7 +72,9 @@ class CallbackStats:
     - `repeated`: reports of an attempt already published (LiteLLM reported it through a second hook).
     - `errors`: the callback's own failures (a bug or an unexpected `kwargs`), logged and swallowed.
     - `prefetched`: failures the fast path cooled in this pod (the worker emits the same cooldown).
-    - `unwritten`: of those, the ones whose Redis write did not happen here (Redis away, too many in flight,
+    - `own_streak`: lone primaries this pod cooled in its own routers on its own streak of failures (PF8; not
+      written to Redis: the worker decides for the fleet).
+    - `unwritten`: of the prefetched, the ones whose Redis write did not happen here (Redis away, too many in flight,
       a sync caller): the worker's write of the same decision follows.
     """
 
@@ -84,6 +86,7 @@ class CallbackStats:
     repeated: int = 0
     errors: int = 0
     prefetched: int = 0
+    own_streak: int = 0
     unwritten: int = 0
 
 
@@ -118,6 +121,9 @@ class CoolantCallback(CustomLogger):
       hooks then write it to Redis with the materializer's own never-shorten write (`redis_url`, else
       `COOLANT_REDIS_URL`; `redis_key_prefix`, else `COOLANT_REDIS_KEY_PREFIX`, else the config's), which
       announces it to the other pods. The record is published as always and the worker emits the same cooldown.
+    - under the outlier profile, a group's only deployment with fallbacks that fails `consecutive_single` times in
+      a row in this process is cooled in this pod's routers only (PF8), so the request's retries go to the
+      fallback at once; the fleet's streak stays the worker's to judge.
     - with `push` (default) and a Redis URL, a `CooldownFeed` subscription applies every cooldown the fleet
       writes to this pod's routers as it is announced; while it is down they rely on LiteLLM's Redis reads.
     The routers are the ones given (`routers`, `attach`), else the proxy's own (`proxy_server.llm_router`).

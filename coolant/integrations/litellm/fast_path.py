@@ -9,6 +9,10 @@ so both decide alike):
   to Redis with the materializer's own never-shorten write (`redis_url`, else `COOLANT_REDIS_URL`; `key_prefix`,
   else `COOLANT_REDIS_KEY_PREFIX`, else the config's), which announces it to the other pods. The record is
   published as always and the worker emits the same cooldown.
+- under the outlier profile, a group's only deployment with fallbacks that fails `consecutive_single` times in a
+  row in this process (its own records, PF8: `coolant.processors.own_streak`) is cooled in this pod's routers
+  only, so the failing request's retries already go to the fallback; not written to Redis, since the fleet's
+  streak is the worker's to judge (with one publisher the worker emits the same cooldown, pushed back here).
 - with `push` and a Redis URL, a `CooldownFeed` subscription applies every cooldown the fleet writes to this pod's
   routers as it is announced; while it is down they rely on LiteLLM's Redis reads.
 The routers are the ones attached, else the proxy's own (`proxy_server.llm_router`).
@@ -32,6 +36,7 @@ import redis.asyncio as redis_asyncio
 
 from coolant.integrations.litellm.cooldowns import CooldownFeed, LocalCooldowns, local_cooldowns
 from coolant.io.materializer import RedisSink
+from coolant.processors.own_streak import OwnStreaks, own_streak
 from coolant.processors.policy import Policy
 from coolant.processors.prefetch import OwnCounters, prefetch
 from coolant.schemas import Cooldown, Outcome
@@ -102,7 +107,7 @@ class FastPath:
     """One callback's in-pod decisions and push: its settings (resolved at first use), this process's LiteLLM
     counters (PF1), the routers it cools, and the current event loop's Redis client, sink and feed.
 
-    `count(name)` counts in the callback's stats (`prefetched`, `unwritten`)."""
+    `count(name)` counts in the callback's stats (`prefetched`, `own_streak`, `unwritten`)."""
 
     def __init__(
         self, *, policy: Policy | None, config: str | os.PathLike[str] | None, redis_url: str | None,
@@ -115,6 +120,7 @@ class FastPath:
         self._fast: FastConfig | None = None
         self._fast_resolved = False
         self._own = OwnCounters()  # PF1: this process's LiteLLM counters, as the worker keeps them for it
+        self._streaks = OwnStreaks()  # PF8: this process's streaks of a lone primary's failures
         self._own_lock = threading.Lock()
         self._warned_own = False
         self._overlays: list[LocalCooldowns] = []
@@ -173,15 +179,18 @@ class FastPath:
                                 "V2.2/V2.3 alone", own.off)
             else:
                 cd = None
+            mine = own_streak(policy, self._streaks, record)
         if cd is not None:
-            self._cool_here(cd)
+            self._cool_here(cd, "prefetched")
+        if mine is not None:
+            self._cool_here(mine, "own_streak")
         return True, cd
 
-    def _cool_here(self, cd: Cooldown) -> None:
-        """The fast path's cooldown, applied to this pod's routers at once."""
+    def _cool_here(self, cd: Cooldown, counter: str) -> None:
+        """A cooldown the pod decided, applied to this pod's routers at once."""
         for overlay in self.targets():
             overlay.apply_cooldown(cd)
-        self._count("prefetched")
+        self._count(counter)
 
     def loop_redis(self) -> LoopRedis | None:
         """This loop's Redis client, sink and feed (made on first use; a new loop gets new ones)."""
