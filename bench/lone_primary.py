@@ -2,7 +2,8 @@
 
     scripts/kafka-local start && scripts/redis-local start
     .venv/bin/python bench/lone_primary.py [--json FILE] [--sides litellm,coolant,coolant_outlier]
-                                           [--clients router,proxy]
+                                           [--clients router,proxy] [--cooled-interval S]
+                                           [--release-after N] [--dump FILE]
 
 The "primary flaps" scenario of a public failover benchmark, with LiteLLM 1.110.2: a model group `primary` of one
 deployment P, a group `fallback` of one deployment F (`fallbacks: [{primary: [fallback]}]`), `num_retries: 2`,
@@ -23,7 +24,9 @@ Sides: `litellm` (LiteLLM's defaults), `coolant` (the compatible profile, one `c
 Per side and client it prints and writes (`--json FILE`, a list): `primary_attempts_in_outage` (the clients'
 calls that reached P while it answered 503; probes are counted apart in `probe_calls_in_outage`),
 `requests_in_outage`, `served` (requests answered) of `requests`, and `back_on_primary_s` (from the heal to the
-first client call P answered; `heal_late_s`: how late the switch ran, a sign of a starved machine). Goals
+first client call P answered; `heal_late_s`: how late the switch ran, a sign of a starved machine), and on the
+outlier side how the recovery got there: `first_good_probe_s` (the first probe P answered after the heal) and
+`release_heard_s` (when RC4's release was heard on the push channel), both from the heal. Goals
 under the profile: <= 3 primary attempts, every request served, back on P <= 4 s;
 under the compatible profile, the same as LiteLLM alone. A bench, not a test: about --warmup + --outage + --after
 seconds plus start-up.
@@ -56,12 +59,15 @@ sys.path.insert(0, str(ROOT / "tests" / "litellm"))
 sys.path.insert(0, str(ROOT / "bench"))
 
 import litellm  # noqa: E402
+import orjson  # noqa: E402
+import redis.asyncio as redis_asyncio  # noqa: E402
 from bench_args import listed, write_json  # noqa: E402
 from outlier_upstream import Upstream  # noqa: E402
 from prober_process import start_prober  # noqa: E402
 from support_litellm import Proxy  # noqa: E402
 
 from coolant.integrations.litellm import CoolantCallback  # noqa: E402
+from coolant.io.materializer import cooldown_channel  # noqa: E402
 from tests.support.kafka import create_topics, delete_topics  # noqa: E402
 from tests.support.redis import delete_redis_keys  # noqa: E402
 from tests.support.worker import Worker  # noqa: E402
@@ -127,14 +133,37 @@ async def drive(run: Run, call: Any, start: float, count: int, every: float) -> 
     await asyncio.gather(*(one(k) for k in range(count)))
 
 
-def measure(run: Run, up: Upstream, outage: tuple[float, float]) -> dict[str, Any]:
+async def listen(redis_url: str, prefix: str, heard: list[dict[str, Any]], ready: asyncio.Event) -> None:
+    """Every message on the side's push channel (cooldowns written, probe releases), with when it was heard:
+    what the pods' feeds apply. Runs until cancelled."""
+    client = redis_asyncio.from_url(redis_url)
+    pubsub = client.pubsub()
+    try:
+        await pubsub.subscribe(cooldown_channel(prefix))
+        ready.set()
+        while True:
+            msg = await pubsub.get_message(ignore_subscribe_messages=True, timeout=1.0)
+            if msg is not None:
+                heard.append({"at": time.time(), **orjson.loads(msg["data"])})
+    finally:
+        await pubsub.aclose()
+        await client.aclose()
+
+
+def measure(run: Run, up: Upstream, outage: tuple[float, float], heard: list[dict[str, Any]]) -> dict[str, Any]:
     """`outage`: when the switch actually flipped (on a loaded machine the switch task runs late, so the plan's
-    times would misplace the heal). Back on the primary: from the heal to the first client call it answered."""
+    times would misplace the heal). Back on the primary: from the heal to the first client call it answered.
+    How the recovery got there (coolant_outlier): the first probe the primary answered after the heal, and when
+    the release was heard on the push channel (both from the heal)."""
     start, heal = outage
     to_p = [c for c in up.calls if c.name == run.primary and start <= c.at < heal]
     reqs = sorted(run.requests, key=lambda r: r["sent"])
     back = next((c.at - heal for c in up.calls
                  if c.name == run.primary and not c.probe and c.answer == "200" and c.at >= heal), None)
+    probe = next((c.at - heal for c in up.calls
+                  if c.name == run.primary and c.probe and c.answer == "200" and c.at >= heal), None)
+    release = next((m["at"] - heal for m in heard
+                    if m["deployment_id"] == run.primary and "released" in m and m["at"] >= start), None)
     return {
         "side": run.side, "client": run.client,
         "primary_attempts_in_outage": sum(not c.probe for c in to_p),
@@ -143,6 +172,8 @@ def measure(run: Run, up: Upstream, outage: tuple[float, float]) -> dict[str, An
         "served": sum(r["error"] is None for r in reqs),
         "requests": len(reqs),
         "back_on_primary_s": None if back is None else round(back, 2),
+        "first_good_probe_s": None if probe is None else round(probe, 2),
+        "release_heard_s": None if release is None else round(release, 2),
         "errors": sorted({r["error"] for r in reqs if r["error"]}),
     }
 
@@ -165,12 +196,15 @@ async def main_async(a: argparse.Namespace) -> list[dict[str, Any]]:
     proxies: dict[str, Proxy] = {}
     routers: dict[str, Any] = {}
     callbacks: list[CoolantCallback] = []
+    listener: asyncio.Task[None] | None = None
     try:
         for s in sides:
             cfg: dict[str, Any] = {"model_list": model_list(up, by_side[s]),
                                    "router_settings": router_settings(by_side[s], s, ns[s])}
             if s == "coolant_outlier":
                 cfg["coolant"] = dict(OUTLIER)
+                if a.release_after is not None:
+                    cfg["coolant"]["recovery"] = {"release_after": a.release_after}
             if s != "litellm":
                 cfg["litellm_settings"] = {"callbacks": ["coolant.integrations.litellm.coolant_callback"]}
             configs[s] = workdir / f"{s}.yaml"
@@ -192,8 +226,12 @@ async def main_async(a: argparse.Namespace) -> list[dict[str, Any]]:
             workers.append(w)
         for w in workers:
             await w.wait_ready()
+        heard: list[dict[str, Any]] = []
         if "coolant_outlier" in sides:
             s = "coolant_outlier"
+            ready = asyncio.Event()
+            listener = asyncio.create_task(listen(REDIS_URL, f"{ns[s]}:", heard, ready))
+            await asyncio.wait_for(ready.wait(), 30)
             procs.append(start_prober(worker_configs[s], BOOTSTRAP, REDIS_URL, f"{ns[s]}:", prefix[s], f"{tag}-probers",
                                       workdir / "prober.log", interval=a.probe_interval,
                                       cooled_interval=a.cooled_interval))
@@ -264,14 +302,18 @@ async def main_async(a: argparse.Namespace) -> list[dict[str, Any]]:
         load = os.getloadavg()
         late = round(flipped[1] - outage[1], 2)
         outage = (flipped[0], flipped[1])
-        results = [measure(r, up, outage) | {"load": [round(x, 2) for x in load], "heal_late_s": late}
+        results = [measure(r, up, outage, heard) | {"load": [round(x, 2) for x in load], "heal_late_s": late}
                    for r in runs.values()]
         report(results, a)
         if a.dump:
             Path(a.dump).write_text(json.dumps({"outage": outage, "runs": [asdict(r) for r in runs.values()],
-                                                "calls": [asdict(c) for c in up.calls]}))
+                                                "calls": [asdict(c) for c in up.calls], "pushed": heard}))
         return results
     finally:
+        if listener is not None:
+            listener.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await listener
         for cb in callbacks:
             with contextlib.suppress(Exception):
                 await cb.aclose()
@@ -294,12 +336,17 @@ def report(results: list[dict[str, Any]], a: argparse.Namespace) -> None:
     print(f"\nthe primary answers 503 for {a.outage:g} s, one request every {a.every:g} s, num_retries 2, a fallback "
           f"group; load {results[0]['load'] if results else '-'}")
     print(f"  {'side':<16} {'client':<7} | primary attempts in outage | probes | requests in outage | served "
-          f"| back on primary")
+          f"| back on primary | first good probe | release heard")
+
+    def secs(v: float | None, none: str = "-") -> str:
+        return none if v is None else f"{v:.1f} s"
+
     for r in results:
-        back = "never" if r["back_on_primary_s"] is None else f"{r['back_on_primary_s']:.1f} s"
         print(f"  {r['side']:<16} {r['client']:<7} | {r['primary_attempts_in_outage']:>26} | "
               f"{r['probe_calls_in_outage']:>6} | {r['requests_in_outage']:>18} | "
-              f"{r['served']:>3} of {r['requests']:<3}| {back}" + (f"  errors: {r['errors']}" if r["errors"] else ""))
+              f"{r['served']:>3} of {r['requests']:<3}| {secs(r['back_on_primary_s'], 'never'):>15} | "
+              f"{secs(r['first_good_probe_s']):>16} | {secs(r['release_heard_s']):>13}"
+              + (f"  errors: {r['errors']}" if r["errors"] else ""))
 
 
 def main() -> None:
@@ -313,6 +360,8 @@ def main() -> None:
     p.add_argument("--after", type=float, default=24.0, help="seconds of requests after the heal")
     p.add_argument("--cooled-interval", type=float, default=1.0, help="the prober's --cooled-interval")
     p.add_argument("--probe-interval", type=float, default=60.0, help="the prober's --interval (its rounds)")
+    p.add_argument("--release-after", type=int, help="coolant.recovery.release_after on the outlier side "
+                   "(default: the profile's)")
     p.add_argument("--dump", metavar="FILE", help="also write every request and upstream call there (JSON)")
     a = p.parse_args()
     listed(p, a.sides, SIDES, "side")

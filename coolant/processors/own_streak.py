@@ -30,11 +30,16 @@ from coolant.schemas import Cooldown, Outcome, Window
 
 @dataclass(slots=True)
 class Streak:
-    """One (gateway, deployment)'s failures in a row since its last answer (X10.1-X10.2 over the pod's own
-    records), the ts of the first, and the newest ts (for L1)."""
+    """One (gateway, deployment)'s X10 state over the pod's own records, and its newest ts (for L1)."""
 
     in_row: int = 0
-    since: float = 0.0
+    """Failures since the last answer that ended the streak (X10.1, X10.2, X10.4)."""
+    since: float = NEG_INF
+    """The ts of the first of them."""
+    fired: bool = False
+    """The pod cooled on this streak: it decides nothing more until an answer ends the worker's streak too."""
+    latest: float = NEG_INF
+    """The newest ts of the streak's failures: an answer no older ends the worker's streak, whatever it holds."""
     hw: float = NEG_INF
 
 
@@ -48,9 +53,12 @@ class OwnStreaks:
 def own_streak(policy: Policy, own: OwnStreaks, rec: Outcome) -> Cooldown | None:
     """PF8: the cooldown the pod's own streak decides for `rec`, or None. Every record the pod publishes goes
     through here, in publish order. Only under the outlier profile, for a group's only deployment with fallbacks,
-    and only at the streak's k-th failure (k = `consecutive_single`): since its last answer the worker's
-    `in_row` has then reached k exactly, on this record, whatever came before (X10.3 resets it only at k). Later
-    cooldowns of a longer streak, X13's re-cool and RC3's holds read the fleet's state: the worker's, pushed."""
+    at the streak's first failure with `in_row` >= k (k = `consecutive_single`) that passes the gate: with one
+    publisher the worker's streak is then the pod's, record for record, so X10 fires on the same record (or a
+    compatible rule cooled it first). Once the pod fired, the worker's `in_row` may differ from the pod's (a
+    compatible cooldown instead of X10 does not reset it; X10.3's reset moves X10.4's `since`), so the pod waits
+    for an answer no older than any failure of the streak, which ends the worker's streak too. Later cooldowns of
+    a longer streak, X13's re-cool and RC3's holds read the fleet's state: the worker's, pushed."""
     o = policy.options
     out = o.outlier
     if out is None or fleet_dependent(policy):
@@ -70,18 +78,21 @@ def own_streak(policy: Policy, own: OwnStreaks, rec: Outcome) -> Cooldown | None
         return None
     what = outlier.kind(rec)
     if what is outlier.Kind.ANSWERED:
-        streak.in_row = 0  # X10.2
+        if ts >= (streak.latest if streak.fired else streak.since):  # X10.2, X10.4
+            streak.in_row, streak.fired, streak.latest = 0, False, NEG_INF
         return None
     if what is outlier.Kind.UNSEEN:
         return None
     if streak.in_row == 0:
         streak.since = ts
     streak.in_row += 1  # X10.1
-    if streak.in_row != out.consecutive_single:
+    streak.latest = max(streak.latest, ts)
+    if streak.fired or streak.in_row < out.consecutive_single:
         return None
     duration = request_duration(policy, entry, rec.cooldown_time, rec.retry_after, ts)
     if outlier.gate(policy, entry, duration) is not None:
         return None
+    streak.fired = True
     candidate = Candidate("consecutive_failures", duration, Window(streak.since, 0, streak.in_row))
     cd = emit_fresh(o, entry, candidate, rec, Failure(rec.status_code, exception_name(rec.exception_type), ts))
     return None if cd is None else provisional(o, cd)

@@ -2,7 +2,7 @@
 
 Two properties: against a brute-force model that recounts each pod's own history at every record (several pods,
 so the pod's streak is its own evidence), and against the worker's engine when one pod publishes everything
-(its cooldown is then the worker's for the same record). The vectors PV13-PV22 pin the cases.
+(its cooldown is then the worker's for the same record). The vectors PV13-PV25 pin the cases.
 """
 
 from __future__ import annotations
@@ -58,12 +58,17 @@ def lone_primary(coolant: dict[str, Any] | None = None, router: dict[str, Any] |
     (policy_of(LONE_PRIMARY, sizes=(1, 1)), fails(5), []),                               # PV19: compatible
     (lone_primary({"max_ejection_percent": 50}), fails(5), []),                          # PV20: X3, PF off
     (lone_primary(), [outcome(9, 200, False), *fails(3), *fails(2, 201)], [5]),          # PV21: L1
+    (lone_primary(), [*fails(2, 1), outcome(0, 0.5, True), *fails(1, 3)], [3]),          # PV23: X10.4
+    (lone_primary(), [*fails(4), outcome(9, 2.5, True), *fails(2, 4), outcome(10, 6, True),  # PV24: once the
+                      *fails(3, 7)], [2, 10]),                                           # pod cooled
+    (lone_primary(), [*fails(3), outcome(3, 4, False), outcome(9, 3, True),              # PV25: an answer
+                      *fails(3, 5)], [2]),                                               # older than T0+4
     (lone_primary(router={"disable_cooldowns": True}), fails(3), []),                    # G4
     (lone_primary(), fails(3, cooldown_time=0), []),                                     # G5
 ])
 def test_which_streaks_a_pod_decides(policy: Policy, records: list[Outcome], decided: list[int]) -> None:
-    """The vectors of docs/windows.md §6 (PV13-PV21): which records the pod cools on its own streak; each is the
-    worker's cooldown for the same record (one pod publishes them all)."""
+    """The vectors of docs/windows.md §6 (PV13-PV25 but PV22): which records the pod cools on its own streak;
+    each is the worker's cooldown for the same record (one pod publishes them all)."""
     got = decisions(policy, records)
     assert [i for i, cd in enumerate(got) if cd is not None] == decided
     own = OwnStreaks()
@@ -122,17 +127,27 @@ def pods_streams(draw: st.DrawFn) -> Stream:
 
 
 def model(policy: Policy, k: int, records: list[Outcome]) -> list[int]:
-    """The indexes of the records PF8 cools, recounted from each pod's whole history: a counted failure of a
-    group's only deployment with fallbacks that is exactly the k-th failure since that pod's last answer of it."""
+    """The indexes of the records PF8 cools, each one recounted from the start of its pod's history of the
+    deployment: a failure cools once the failures since the streak's last end reach k; an answer ends the streak
+    when it is no older than its first failure (X10.4), or, once the pod cooled, than every failure of it."""
     out = []
     for i, rec in enumerate(records):
         entry = policy.registry.get(rec.deployment_id)
         if entry is None or not policy.single(entry.model_group) or policy.lone(entry.model_group):
             continue
         mine = [r for r in records[: i + 1] if (r.gateway, r.deployment_id) == (rec.gateway, rec.deployment_id)]
-        kinds = [None if r.source == "pre_call_check" and not r.ok else counted_failure(r) for r in mine]
-        answered = max((j for j, kd in enumerate(kinds) if kd is False), default=-1)
-        if kinds[-1] is True and sum(kd is True for kd in kinds[answered + 1:]) == k:
+        failures: list[float] = []  # the ts of the streak's failures
+        cools = fired = False
+        for r in mine:
+            kind = None if r.source == "pre_call_check" and not r.ok else counted_failure(r)
+            cools = False
+            if kind is True:
+                failures.append(r.ts)
+                cools = not fired and len(failures) >= k
+                fired = fired or cools
+            elif kind is False and failures and r.ts >= (max(failures) if fired else failures[0]):
+                failures, fired = [], False
+        if cools:
             out.append(i)
     return out
 
