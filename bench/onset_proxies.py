@@ -27,10 +27,11 @@ coolant's cooldown records per incident of C
 (`onset_compare.incidents`: a record at or after the current end opens a new incident, so a re-cool after an
 expiry is a new one); and where coolant's failed requests come from (`sources`: C's failed attempts, by when the
 proxy started them against the worker's cooldown spans: the crossing, re-cools after an expiry, in flight,
-while cooled). --coalesce sets the worker's X8 `recool_coalesce`; with --coolant fast the pods then hold PF7's
-part of each cooldown (S shorter, docs/windows.md §6). --dump DIR keeps the raw data (requests, outcome and
-cooldown records); --report DIR prints the report again from it. A bench, not a test: it takes about a minute
-per onset and run.
+while cooled); and each side's failed requests by the error the client got (C's 500s, or the client's
+timeouts and connection errors of an overloaded machine). --coalesce sets the worker's X8 `recool_coalesce`;
+with --coolant fast the pods then hold PF7's part of each cooldown (S shorter, docs/windows.md §6). --dump DIR
+keeps the raw data (requests, outcome and cooldown records); --report DIR prints the report again from it. A
+bench, not a test: it takes about a minute per onset and run.
 """
 
 from __future__ import annotations
@@ -117,14 +118,15 @@ async def run(fake: FakeOpenAI, proxies: list[Proxy], group: str, start_at: floa
 
     async def one(i: int) -> None:
         nonlocal failed
-        proxy, sent, ok = proxies[i % PODS], time.time(), True
+        proxy, sent, error = proxies[i % PODS], time.time(), None
         try:
             await proxy.client.chat.completions.create(model=group, messages=MESSAGES)
-        except openai.APIError:
-            ok = False
+        except openai.APIError as exc:
+            error = type(exc).__name__
             if time.time() >= onset:
                 failed += 1
-        log.append({"group": group, "pod": i % PODS, "sent": sent, "done": time.time(), "ok": ok})
+        log.append({"group": group, "pod": i % PODS, "sent": sent, "done": time.time(), "ok": error is None,
+                    "error": error})
 
     await asyncio.sleep(max(0.0, start_at - time.time()))
     total = await paced(one, a.rate, onset + a.incident)
@@ -326,6 +328,23 @@ def report(a: argparse.Namespace, tag: str, onsets: list[int], results: dict[tup
           f"max {max(per_incident, default=0)}, mean {statistics.mean(per_incident) if per_incident else 0:.1f} "
           f"({len(per_incident)} incidents)")
     print("  coolant's failures, all runs: " + ", ".join(f"{k} {total[k]}" for k in SOURCES))
+    for mode in MODES:
+        print(f"  {mode}'s failed requests by the client's error, all runs: {errors(a, tag, onsets, mode, requests)}")
+
+
+def errors(a: argparse.Namespace, tag: str, onsets: list[int], mode: str, requests: list[dict[str, Any]]) -> str:
+    """A side's failed requests after the onsets by the `openai` error the client got: C's 500s are
+    `InternalServerError`; `APITimeoutError` (the client's 30 s) and `APIConnectionError` are the machine's
+    overload, which both sides pay and no cooldown avoids."""
+    seen: Counter[str] = Counter()
+    for onset in onsets:
+        for rep in range(a.repeat):
+            group = run_ids(tag, onset, rep, mode)[0]
+            mine = [r for r in requests if r["group"] == group]
+            if mine:
+                at = min(r["sent"] for r in mine) + a.warmup
+                seen.update(r.get("error") or "unrecorded" for r in mine if not r["ok"] and r["done"] >= at)
+    return ", ".join(f"{k} {n}" for k, n in seen.most_common()) or "none"
 
 
 def dump(where: Path, tag: str, onsets: list[int], a: argparse.Namespace, results: dict[tuple[int, str], list[int]],
