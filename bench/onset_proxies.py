@@ -2,7 +2,7 @@
 
     scripts/kafka-local start && scripts/redis-local start
     .venv/bin/python bench/onset_proxies.py [--onsets 1,15,30,45,59] [--repeat 2] [--rate 30] [--coolant fast]
-        [--num-retries N] [--json FILE] [--profile outlier]
+        [--num-retries N] [--settle SECONDS] [--json FILE] [--profile outlier]
 
 `bench/onset_compare.py` runs the same incident on three Routers in one process; here each pod is its own
 `litellm --config` process (LiteLLM 1.110.2, as a deployment runs it), driven by the `openai` SDK
@@ -181,6 +181,9 @@ async def main_async(a: argparse.Namespace) -> None:
                 await p.wait_ready()
                 for _ in range(3):
                     await p.client.chat.completions.create(model=f"{tag}-{mode}-warmup", messages=MESSAGES)
+        if a.settle > 0:
+            settled = await settle(sides, tag, a)
+            print(f"settled: {settled[0]} of {settled[1]} warm-up requests failed in {a.settle:g} s", flush=True)
         retries = "unset" if a.num_retries is None else a.num_retries
         print(f"worker and {2 * PODS} proxies ready (num_retries {retries}) after {time.monotonic() - t_start:.0f} s; "
               f"{a.rate:g} requests/s "
@@ -229,6 +232,25 @@ async def main_async(a: argparse.Namespace) -> None:
             prober.wait(30)
         await stop_all(sides, worker, fake, tag)
     print(f"total {time.monotonic() - t_start:.0f} s")
+
+
+async def settle(sides: dict[str, list[Proxy]], tag: str, a: argparse.Namespace) -> tuple[int, int]:
+    """--settle: both sides' traffic at --rate on their warm-up group before the first run (failed, sent). A
+    proxy's first minute is slow on a loaded machine: without this, the first run's requests time out on both
+    sides, whatever the incident."""
+    failed = 0
+
+    async def one(i: int) -> None:
+        nonlocal failed
+        mode = MODES[i % len(MODES)]
+        try:
+            await sides[mode][i // len(MODES) % PODS].client.chat.completions.create(
+                model=f"{tag}-{mode}-warmup", messages=MESSAGES)
+        except openai.APIError:
+            failed += 1
+
+    sent = await paced(one, len(MODES) * a.rate, time.time() + a.settle)
+    return failed, sent
 
 
 async def stop_all(sides: dict[str, list[Proxy]], worker: Worker, fake: FakeOpenAI, tag: str) -> None:
@@ -385,6 +407,9 @@ def main() -> None:
     p.add_argument("--report", metavar="DIR", help="print the report of a --dump directory again, run nothing")
     p.add_argument("--num-retries", type=int, default=None, metavar="N",
                    help="router_settings.num_retries on both sides (default: unset, LiteLLM's default)")
+    p.add_argument("--settle", type=float, default=20.0, metavar="SECONDS",
+                   help="before the first run, send --rate requests/s per side to a warm-up group for this long "
+                        "(a proxy's first minute is slow on a loaded machine; 0: off)")
     p.add_argument("--json", metavar="FILE", help="write per onset {onset, litellm, coolant, runs, load} there "
                                                   "(mean failed requests over the runs)")
     a = parsed(p)
