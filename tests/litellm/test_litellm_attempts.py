@@ -171,6 +171,31 @@ async def test_bare_router_streams(fake: FakeOpenAI, capture: tuple[CoolantCallb
     assert (cut.ok, cut.status_code, cut.exception_type, cut.origin) == (False, None, "APIConnectionError", "upstream")
 
 
+STREAM_ENDS = [
+    ("trunc", ("RemoteProtocolError", "Stream ended before a finish_reason was received")),
+    ("errev", ("APIError", "stream interrupted")),
+]
+"""A stream that ends cleanly but without a chunk carrying a finish_reason (truncated), and one that ends with an
+error event: the names its one failed attempt is published with (the outlier profile counts both, X9.1, X9.6)."""
+
+
+@pytest.mark.parametrize(("mode", "published"), STREAM_ENDS)
+async def test_bare_router_stream_ends_without_finishing(fake: FakeOpenAI, capture: tuple[CoolantCallback, Collected],
+                                                         mode: str, published: tuple[str, str]) -> None:
+    _, sink = capture
+    g = group()
+    router = litellm.Router(model_list=[deployment(f"d-{mode}", g, fake.base(mode))], num_retries=2, retry_after=0)
+    n, exc = await consume(await router.acompletion(model=g, messages=MESSAGES, stream=True))
+    assert n == STREAM_CHUNKS and exc is not None
+
+    async def read() -> list[Outcome]:
+        return sink.records
+
+    [rec] = await settled(read, 1)
+    assert (rec.ok, rec.status_code, rec.exception_type, rec.exception_message, rec.origin) == (
+        False, None, *published, "upstream")
+
+
 # -- a real proxy process ----------------------------------------------------------------------------
 
 
@@ -293,14 +318,10 @@ async def test_proxy_stream_dies_mid_answer(proxy_run: ProxyRun) -> None:
     await client.close()
 
 
-@pytest.mark.parametrize(("name", "published"), [
-    ("trunc", ("RemoteProtocolError", "Stream ended before a finish_reason was received")),
-    ("errev", ("APIError", "stream interrupted")),
-])
+@pytest.mark.parametrize(("name", "published"), STREAM_ENDS)
 async def test_proxy_stream_ends_without_finishing(proxy_run: ProxyRun, name: str, published: tuple[str, str]) -> None:
-    """A stream that ends cleanly but without a chunk carrying a finish_reason (truncated), or with an error event:
-    the caller gets an error after the chunks, and its one attempt is published as the deployment's failure, with
-    the names the outlier profile counts (X9.1, X9.6), never as a success or a caller's disconnect."""
+    """The caller gets an error after the chunks, and the one attempt is published as the deployment's failure,
+    never as a success or a caller's disconnect."""
     before = Counter(proxy_run.fake.calls)
     client = proxy_run.proxy.new_client()
     n, exc = await consume(await client.chat.completions.create(model=proxy_run.group(name), messages=MESSAGES,
