@@ -19,7 +19,8 @@ the next request). Each side runs on its own deployments, side by side on one fa
            `coolant_callback`, `COOLANT_CONFIG` and `COOLANT_REDIS_URL`
 
 Sides: `litellm` (LiteLLM's defaults), `coolant` (the compatible profile, one `coolant worker`), `coolant_outlier`
-(`coolant: {profile: outlier}`, one worker, and one `coolant probe` with its cooled cadence, --cooled-interval).
+(`coolant: {profile: outlier}`, one worker, and one `coolant probe` with its cooled cadence, --cooled-interval;
+with `--cooled-interval 0` no prober, so X13's backoff and half-open decide alone).
 
 Per side and client it prints and writes (`--json FILE`, a list): `primary_attempts_in_outage` (the clients'
 calls that reached P while it answered 503; probes are counted apart in `probe_calls_in_outage`),
@@ -232,9 +233,10 @@ async def main_async(a: argparse.Namespace) -> list[dict[str, Any]]:
             ready = asyncio.Event()
             listener = asyncio.create_task(listen(REDIS_URL, f"{ns[s]}:", heard, ready))
             await asyncio.wait_for(ready.wait(), 30)
-            procs.append(start_prober(worker_configs[s], BOOTSTRAP, REDIS_URL, f"{ns[s]}:", prefix[s], f"{tag}-probers",
-                                      workdir / "prober.log", interval=a.probe_interval,
-                                      cooled_interval=a.cooled_interval))
+            if a.cooled_interval > 0:
+                procs.append(start_prober(worker_configs[s], BOOTSTRAP, REDIS_URL, f"{ns[s]}:", prefix[s],
+                                          f"{tag}-probers", workdir / "prober.log", interval=a.probe_interval,
+                                          cooled_interval=a.cooled_interval))
         for s in sides:
             cfg = yaml.safe_load(configs[s].read_text())
             rs = cfg["router_settings"]
@@ -358,7 +360,8 @@ def main() -> None:
     p.add_argument("--every", type=float, default=4.0, help="seconds between two requests")
     p.add_argument("--warmup", type=float, default=8.0, help="seconds of requests before the outage")
     p.add_argument("--after", type=float, default=24.0, help="seconds of requests after the heal")
-    p.add_argument("--cooled-interval", type=float, default=1.0, help="the prober's --cooled-interval")
+    p.add_argument("--cooled-interval", type=float, default=1.0,
+                   help="the prober's --cooled-interval; 0: no prober at all (the profile's X13 alone)")
     p.add_argument("--probe-interval", type=float, default=60.0, help="the prober's --interval (its rounds)")
     p.add_argument("--release-after", type=int, help="coolant.recovery.release_after on the outlier side "
                    "(default: the profile's)")
