@@ -24,7 +24,7 @@ from coolant.processors import Engine, Policy, Step, windows
 from coolant.processors.engine import COUNTED
 from coolant.processors.policy import COUNTER_TTL
 from coolant.processors.state import DeploymentState, PodCounters
-from coolant.schemas import InvalidRecord, Record, decode
+from coolant.schemas import InvalidRecord, Outcome, Record, decode
 
 _NATIVE: list[Any] = []
 """The `coolant_native` module (or None when it is not built), once looked up."""
@@ -113,9 +113,9 @@ class _Native(Protocol):
 
     tallied: int
 
-    def scan(self, data: bytes, pos: int, line: int) -> tuple[int, int, int, bytes | None]: ...
+    def scan(self, data: bytes, pos: int, line: int) -> tuple[int, int, int, bytes | None, bool]: ...
     def pull(self, deployment_id: str, st: DeploymentState) -> float | None: ...
-    def push(self, deployment_id: str, st: DeploymentState) -> bool: ...
+    def push(self, deployment_id: str, st: DeploymentState, gateway: str | None = None) -> bool: ...
     def owned(self) -> int: ...
     def is_new(self, deployment_id: str) -> bool: ...
     def new_ids(self) -> list[str]: ...
@@ -148,7 +148,7 @@ class NativeBackend:
     def run(self, block: Block, on_invalid: Callable[[str], None]) -> Iterator[tuple[Record, Step]]:
         yield from self.engine.feed_all(self._handed(block, on_invalid))
         for raw in self.native.take_met():  # the first record of a deployment the native side met: the engine
-            yield decode(raw), COUNTED  # yields its step (COUNTED) rather than adding it to `counted` (FP1)
+            yield decode(raw, True), COUNTED  # yields its step (COUNTED) rather than adding it to `counted` (FP1)
 
     def _handed(self, block: Block, on_invalid: Callable[[str], None]) -> Iterator[Record]:
         """The block's records the native side did not tally, decoded, in order: the scan stops at each, the
@@ -161,11 +161,11 @@ class NativeBackend:
         states = engine.states
         pos, line, size = 0, 0, len(data)
         while pos < size:
-            pos, line, lineno, raw = scan(data, pos, line)
+            pos, line, lineno, raw, names_distinct = scan(data, pos, line)
             if raw is None:
                 break
             try:
-                rec = decode(raw)
+                rec = decode(raw, names_distinct)
             except InvalidRecord as exc:
                 on_invalid(f"{source}:{first + lineno}: {exc}")
                 continue
@@ -179,7 +179,7 @@ class NativeBackend:
             yield rec
             st = states.get(dep)
             if st is not None and st.request.hold is None:  # RC5: a success on hold is the engine's to judge
-                push(dep, st)
+                push(dep, st, (rec.gateway or "") if type(rec) is Outcome else None)
 
     def _discard(self, st: DeploymentState, hw: float) -> None:
         """The rest of an L3 the native side ran at high-water mark `hw` on the seen ids only: the engine's own

@@ -193,9 +193,10 @@ def _invalid(exc: msgspec.MsgspecError) -> InvalidRecord:
     return InvalidRecord(text, field)
 
 
-def decode(raw: bytes | bytearray | memoryview | str | None) -> Record:
+def decode(raw: bytes | bytearray | memoryview | str | None, names_distinct: bool = False) -> Record:
     """Decode and validate one JSON record; InvalidRecord says which field is wrong and how (never another
-    exception, whatever the bytes)."""
+    exception, whatever the bytes). `names_distinct`: the caller has read `raw` to its end as one flat object
+    that gives no name twice (the native scan does), so B11 has nothing left to look for."""
     if not (type(raw) is bytes and len(raw) <= MAX_RECORD_BYTES and raw.find(b"[") < 0 and raw.find(b"{", 1) < 0):
         raw = _bounded(raw)  # the usual record (one flat object) needs no closer look: two memchr scans
     try:
@@ -205,7 +206,7 @@ def decode(raw: bytes | bytearray | memoryview | str | None) -> Record:
         if second is None:
             raise _invalid(exc) from None
         rec = second
-    return _no_repeats(raw, rec)
+    return rec if names_distinct else _no_repeats(raw, rec)
 
 
 def decode_block(block: bytes) -> list[Record]:

@@ -146,6 +146,9 @@ struct Dep {
     /// Python has no state for this deployment yet: this side met it first (a plain success) and has held it
     /// since, from a fresh `PathState`'s values.
     new: bool,
+    /// Pulled from this side, and Python has stepped at most the one record it was pulled for: `push` then
+    /// reads back only what that step can change.
+    fresh: bool,
     key_len: u8,
     key_inline: [u8; KEY_INLINE],
     /// (slot, successes tallied since the last pull) of the other slots, in the order they were started
@@ -168,6 +171,7 @@ impl Dep {
             owed: f64::NEG_INFINITY,
             mode: Mode::Python,
             new: false,
+            fresh: false,
             key_len: 0,
             key_inline: [0; KEY_INLINE],
             windows: Vec::new(),
@@ -295,10 +299,17 @@ struct Line<'a> {
 }
 
 enum Read<'a> {
-    /// Not a plain success, or not surely read as msgspec reads it: Python's.
-    Python,
+    /// Not a plain success, or not surely read as msgspec reads it: Python's. `distinct`: the line is one flat
+    /// object read to its end and no name in it is given twice, so B11 needs no second look in Python.
+    Python { distinct: bool },
     Success(Line<'a>),
 }
+
+/// A line this reader gives up on before its end: Python reads it all.
+const UNREAD: Read<'static> = Read::Python { distinct: false };
+
+/// Names no record has, kept to compare (B11): more than this many in one line and the line is Python's.
+const UNKNOWN_MAX: usize = 8;
 
 #[derive(Clone, Copy)]
 enum Value<'a> {
@@ -470,43 +481,52 @@ fn int_of(token: &[u8], integral: bool) -> Option<i64> {
 /// msgspec would is a `Success`; a doubt makes it Python's.
 fn read_line(s: &[u8]) -> Read<'_> {
     if s.len() > LINE_MAX {
-        return Read::Python;
+        return UNREAD;
     }
     let (simple, ascii) = classify(s);
     if !ascii && std::str::from_utf8(s).is_err() {
-        return Read::Python;
+        return UNREAD;
     }
     let mut c = Cursor { s, i: 0, simple };
     let mut line = Line::default();
     let mut dep_keys = 0;
+    let mut unknown: [&[u8]; UNKNOWN_MAX] = [&[]; UNKNOWN_MAX];
+    let mut unknowns = 0;
     c.skip_ws();
     if c.peek() != Some(b'{') {
-        return Read::Python;
+        return UNREAD;
     }
     c.i += 1;
     c.skip_ws();
     if c.peek() == Some(b'}') {
-        return Read::Python;
+        return UNREAD;
     }
     loop {
         c.skip_ws();
         if c.peek() != Some(b'"') {
-            return Read::Python;
+            return UNREAD;
         }
-        let Some(key) = c.string() else { return Read::Python };
+        let Some(key) = c.string() else { return UNREAD };
         c.skip_ws();
         if c.peek() != Some(b':') {
-            return Read::Python;
+            return UNREAD;
         }
         c.i += 1;
         c.skip_ws();
-        let Some(v) = c.value() else { return Read::Python };
+        let Some(v) = c.value() else { return UNREAD };
         let bit = field_bit(key);
-        if bit < 11 {
+        if bit < 31 {
             if line.seen_keys & (1 << bit) != 0 {
-                return Read::Python; // a repeated field: which value wins is the decoder's business
+                return UNREAD; // a repeated name (B11): Python refuses the line
             }
             line.seen_keys |= 1 << bit;
+        } else {
+            // keys hold no escape (`string`), so equal bytes are equal names and unequal bytes unequal ones
+            if unknowns == UNKNOWN_MAX || unknown[..unknowns].contains(&key) {
+                return UNREAD;
+            }
+            unknown[unknowns] = key;
+            unknowns += 1;
         }
         match (bit, v) {
             (0, Value::Str(x)) => line.schema = Some(x),
@@ -516,7 +536,7 @@ fn read_line(s: &[u8]) -> Read<'_> {
                 line.deployment_id = Some(x);
                 dep_keys += 1;
             }
-            (3, _) => return Read::Python,
+            (3, _) => return UNREAD,
             (4, Value::Str(_)) => line.model_group = true,
             (5, Value::True) => line.ok = Some(true),
             (5, Value::False) => line.ok = Some(false),
@@ -527,7 +547,7 @@ fn read_line(s: &[u8]) -> Read<'_> {
                     line.python = true;
                 }
             }
-            (7 | 8 | 9 | 10 | 11, Value::Null) | (10, Value::True) => {}
+            (7..=17, Value::Null) | (10, Value::True) => {}
             (8, Value::Num(t, i)) => {
                 if !matches!(int_of(t, i), Some(100..=599)) {
                     line.python = true;
@@ -548,12 +568,12 @@ fn read_line(s: &[u8]) -> Read<'_> {
                 c.i += 1;
                 break;
             }
-            _ => return Read::Python,
+            _ => return UNREAD,
         }
     }
     c.skip_ws();
     if c.i != s.len() || dep_keys != 1 {
-        return Read::Python;
+        return UNREAD;
     }
     let plain = !line.python
         && line.schema.is_some_and(|x| eq(x, b"coolant.outcome/1"))
@@ -564,11 +584,11 @@ fn read_line(s: &[u8]) -> Read<'_> {
     if plain {
         Read::Success(line)
     } else {
-        Read::Python
+        Read::Python { distinct: true }
     }
 }
 
-/// The field a key names (bit 31: none of a record's; bit 11: one that makes the record Python's unless null),
+/// The field a key names (31: none of a record's; 11-17: one that makes the record Python's unless null),
 /// by length first: most keys are then one comparison, of a length known at compile time (no memcmp call).
 #[inline]
 fn field_bit(key: &[u8]) -> u32 {
@@ -578,19 +598,19 @@ fn field_bit(key: &[u8]) -> u32 {
         5 if eq(key, b"final") => 10,
         6 if eq(key, b"schema") => 0,
         6 if eq(key, b"source") => 11,
-        6 if eq(key, b"origin") => 11,
+        6 if eq(key, b"origin") => 12,
         7 if eq(key, b"gateway") => 6,
         7 if eq(key, b"attempt") => 9,
         8 if eq(key, b"event_id") => 1,
-        9 if eq(key, b"ratelimit") => 11,
+        9 if eq(key, b"ratelimit") => 13,
         10 if eq(key, b"latency_ms") => 7,
         11 if eq(key, b"model_group") => 4,
         11 if eq(key, b"status_code") => 8,
-        11 if eq(key, b"retry_after") => 11,
+        11 if eq(key, b"retry_after") => 14,
         13 if eq(key, b"deployment_id") => 3,
-        13 if eq(key, b"cooldown_time") => 11,
-        14 if eq(key, b"exception_type") => 11,
-        17 if eq(key, b"exception_message") => 11,
+        13 if eq(key, b"cooldown_time") => 15,
+        14 if eq(key, b"exception_type") => 16,
+        17 if eq(key, b"exception_message") => 17,
         _ => 31,
     }
 }
@@ -659,6 +679,8 @@ struct Ahead<'a> {
     end: usize,
     read: Option<(Line<'a>, u64, Option<u32>)>,
     blank: bool,
+    /// not a plain success, but read to its end with no name twice (`Read::Python`)
+    distinct: bool,
 }
 
 /// Ask for the cache lines of `len` bytes at `p` (a hint: no effect on results, none at all off x86-64).
@@ -803,15 +825,18 @@ impl FastPath {
         let end = line_end(data, pos);
         let raw = &data[pos..end];
         if is_blank(raw) {
-            return Ahead { end, read: None, blank: true };
+            return Ahead { end, read: None, blank: true, distinct: false };
         }
-        let Read::Success(l) = read_line(raw) else { return Ahead { end, read: None, blank: false } };
+        let l = match read_line(raw) {
+            Read::Success(l) => l,
+            Read::Python { distinct } => return Ahead { end, read: None, blank: false, distinct },
+        };
         let h = self.index.hash.of(l.deployment_id.unwrap_or_default());
         let guess = self.index.guess(h);
         if let Some(i) = guess {
             prefetch_lines(&self.deps[i as usize], std::mem::size_of::<Dep>());
         }
-        Ahead { end, read: Some((l, h, guess)), blank: false }
+        Ahead { end, read: Some((l, h, guess)), blank: false, distinct: true }
     }
 
     /// A deployment Python has no state for, met in a plain success: held from a fresh `PathState`'s values
@@ -850,8 +875,8 @@ impl FastPath {
     }
 
     /// Scan `data` from byte `pos` (line number `line` of the block, from 0), tallying what this side owns,
-    /// up to the first line it does not: returns (next pos, next line, that line's number, its bytes), or
-    /// (len, lines, 0, None) at the end. Python decides that line before the scan goes on. A plain success of
+    /// up to the first line it does not: returns (next pos, next line, that line's number, its bytes, whether
+    /// it is a flat object that names nothing twice), or (len, lines, 0, None, False) at the end. Python decides that line before the scan goes on. A plain success of
     /// a deployment Python has not met is this side's from then on (`is_new`, `new_ids`).
     fn scan<'py>(
         &mut self,
@@ -859,7 +884,7 @@ impl FastPath {
         data: &[u8],
         pos: usize,
         line: usize,
-    ) -> (usize, usize, usize, Option<Bound<'py, PyBytes>>) {
+    ) -> (usize, usize, usize, Option<Bound<'py, PyBytes>>, bool) {
         let mut pos = pos;
         let mut lineno = line;
         let mut next = (pos < data.len()).then(|| self.ahead(data, pos));
@@ -875,7 +900,7 @@ impl FastPath {
                 if cur.blank {
                     continue;
                 }
-                return (pos, lineno, here, Some(PyBytes::new(py, raw)));
+                return (pos, lineno, here, Some(PyBytes::new(py, raw)), cur.distinct);
             };
             let id = l.deployment_id.unwrap_or_default();
             let found = match guess {
@@ -906,9 +931,9 @@ impl FastPath {
             if i.is_some_and(|i| self.tally(py, i, &l)) {
                 continue;
             }
-            return (pos, lineno, here, Some(PyBytes::new(py, raw)));
+            return (pos, lineno, here, Some(PyBytes::new(py, raw)), true);
         }
-        (data.len(), lineno, 0, None)
+        (data.len(), lineno, 0, None, false)
     }
 
     /// Whether this side holds `deployment_id` and Python has no state for it yet (the caller creates one
@@ -952,6 +977,7 @@ impl FastPath {
         let FastPath { deps, gateway_names, litellm, pod_type, .. } = &mut *guard;
         let d = &mut deps[i as usize];
         if d.mode == Mode::Python {
+            d.fresh = false; // Python steps another record before any push
             return Ok(None);
         }
         let ps = st.getattr(intern!(py, "request"))?;
@@ -999,6 +1025,7 @@ impl FastPath {
             d.counted = 0;
         }
         d.mode = Mode::Python;
+        d.fresh = true;
         let owed = d.owed;
         d.owed = f64::NEG_INFINITY;
         let new = std::mem::replace(&mut d.new, false);
@@ -1012,7 +1039,17 @@ impl FastPath {
     /// Take `deployment_id` over from Python's `DeploymentState` `st` when nothing is pending on its request
     /// path (no probation, X7.2), so its plain successes are tallied here: the seen ids move into this side's
     /// store (`ps.seen` becomes a `SeenIds` view of it). Returns whether it was taken.
-    fn push(slf: &Bound<'_, Self>, deployment_id: &Bound<'_, PyString>, st: &Bound<'_, PyAny>) -> PyResult<bool> {
+    ///
+    /// `gateway`: the publisher of the outcome Python just stepped (`rec.gateway or ""`), None for another
+    /// record. Right after the pull for that one step, only its publisher's counters can have changed (LC2; L3
+    /// drops spent ones, which this side's copies re-anchor as a new one would): the others are not read again.
+    #[pyo3(signature = (deployment_id, st, gateway=None))]
+    fn push(
+        slf: &Bound<'_, Self>,
+        deployment_id: &Bound<'_, PyString>,
+        st: &Bound<'_, PyAny>,
+        gateway: Option<&Bound<'_, PyString>>,
+    ) -> PyResult<bool> {
         let py = slf.py();
         let ps = st.getattr(intern!(py, "request"))?;
         let key = key_bytes(deployment_id)?;
@@ -1021,8 +1058,37 @@ impl FastPath {
         if me.deps[i as usize].mode != Mode::Python {
             return Ok(true);
         }
+        let fresh = std::mem::replace(&mut me.deps[i as usize].fresh, false);
         if ps.getattr(intern!(py, "probation"))?.is_truthy()? {
             return Ok(false);
+        }
+        if fresh {
+            let hw: f64 = ps.getattr(intern!(py, "hw"))?.extract()?;
+            let gc_next: f64 = ps.getattr(intern!(py, "gc_next"))?.extract()?;
+            let mut stepped = None;
+            if let (true, Some(gw)) = (me.litellm, gateway) {
+                if let Some(pod) = ps.getattr(intern!(py, "litellm"))?.cast_into::<PyDict>()?.get_item(gw)? {
+                    let g = me.gateway(&key_bytes(gw)?, || gw.clone().unbind());
+                    let s_anchor: f64 = pod.getattr(intern!(py, "s_anchor"))?.extract()?;
+                    let s_count: i64 = pod.getattr(intern!(py, "s_count"))?.extract()?;
+                    stepped = Some((g, Pod { s_anchor, s_count, dirty: false }));
+                }
+            }
+            let d = &mut me.deps[i as usize];
+            if let Some((g, pod)) = stepped {
+                match d.pod_gw.iter().position(|&x| x == g) {
+                    Some(p) => d.pods[p] = pod,
+                    None => {
+                        d.pod_gw.push(g);
+                        d.pods.push(pod);
+                    }
+                }
+            }
+            d.hw = hw;
+            d.gc_next = gc_next;
+            d.owed = f64::NEG_INFINITY;
+            d.mode = Mode::Owned;
+            return Ok(true);
         }
         let seen = ps.getattr(intern!(py, "seen"))?;
         let view = seen.cast::<SeenIds>();

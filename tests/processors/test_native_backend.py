@@ -85,6 +85,9 @@ def _lines(records: list[schemas.Outcome | schemas.Health], rnd: random.Random) 
             out.append(rnd.choice([b"", b"   ", b"\t"]))
         elif r < 0.11 and line.startswith(b'{"schema"'):
             out.append(line[:-1] + b',"deployment_id":"d1"}')  # a repeated key
+        elif r < 0.12 and line.startswith(b'{"schema"'):  # a repeated unknown name, a repeated null (B11)
+            again = rnd.choice([b',"x":1,"x":2}', b',"x":1,"y":2,"x":null}', b',"source":null,"source":null}'])
+            out.append(line[:-1] + again)
     return out
 
 
@@ -194,6 +197,24 @@ class _Forgetful:
         return getattr(self._native, name)
 
 
+class _Trusting(_Forgetful):
+    """The native side saying of every line it hands back that it names nothing twice."""
+
+    def scan(self, data: bytes, pos: int, line: int) -> tuple[int, int, int, bytes | None, bool]:
+        pos, line, lineno, raw, _ = self._native.scan(data, pos, line)
+        return pos, line, lineno, raw, raw is not None
+
+    def pull(self, deployment_id: str, st: Any) -> Any:
+        return self._native.pull(deployment_id, st)
+
+
+def _names_distinct(engine: Any) -> native_backend.NativeBackend:
+    """A mutant: B11 skipped on every handed line."""
+    path = NATIVE(engine)
+    path.native = _Trusting(path.native)
+    return path
+
+
 def _no_pull(engine: Any) -> native_backend.NativeBackend:
     """A mutant: the engine decides a handed record without the deployment's tallies written back."""
     path = NATIVE(engine)
@@ -283,3 +304,19 @@ def test_a_deployment_on_hold_is_the_engines_until_the_hold_ends() -> None:
     native = _outcome(pol, blocks, "native")
     assert python["summary"]["dispositions"].get("counted")  # the native side had successes to take
     assert native == python
+
+
+def test_a_line_that_names_a_field_twice_is_refused_on_both_backends(monkeypatch: pytest.MonkeyPatch) -> None:
+    """B11 on the lines the native side hands back: it says which name nothing twice, and Python skips its screen
+    only for those. Repeats of an unknown name, of a null and of a known field, among plain successes; the mutant
+    that calls every handed line distinct lets them through."""
+    lines = [outcome(f"e{n}", T0 + n, "dep-01", True) for n in range(6)]
+    lines[1] = lines[1][:-1] + b',"x":1,"x":2}'
+    lines[3] = lines[3][:-1] + b',"x":1,"y":{"a":1,"a":2}}'
+    lines[4] = lines[4][:-1] + b',"retry_after":"1","retry_after":null}'
+    blocks: list[Block] = [("s.jsonl", 1, b"\n".join(lines) + b"\n")]
+    python = _outcome(Policy(), blocks, "python")
+    assert python["summary"]["invalid"] == 3
+    assert _outcome(Policy(), blocks, "native") == python
+    monkeypatch.setattr(native_backend, "NativeBackend", _names_distinct)
+    assert _outcome(Policy(), blocks, "native")["summary"]["invalid"] < 3
