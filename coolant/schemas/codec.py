@@ -129,7 +129,9 @@ def _may_repeat(raw: bytes | str, names: int) -> bool:
     to the exact check."""
     if isinstance(raw, str):
         raw = raw.encode("utf-8", "surrogatepass")
-    given = raw.count(b'":') - raw.count(b'\\":') - raw.count(b'":null') + raw.count(b'\\":null')
+    given = raw.count(b'":') - raw.count(b'":null')
+    if b"\\" in raw:  # memchr: the escaped forms need counting only where there is a backslash at all
+        given += raw.count(b'\\":null') - raw.count(b'\\":')
     return given != names or _SPACE_AFTER_QUOTE.search(raw) is not None
 
 
