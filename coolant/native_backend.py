@@ -28,6 +28,9 @@ from coolant.schemas import InvalidRecord, Outcome, Record, decode
 
 _NATIVE: list[Any] = []
 """The `coolant_native` module (or None when it is not built), once looked up."""
+NATIVE_API = 2
+"""The `coolant_native.API` this module drives (`scan`'s answer, `push`'s arguments): an extension built from
+another source (a stale build left in place) is not used."""
 
 
 def _native_module() -> Any:
@@ -36,6 +39,8 @@ def _native_module() -> Any:
         try:
             import coolant_native
         except ImportError:  # not built (no Rust toolchain at install): the pure-Python backend
+            coolant_native = None
+        if coolant_native is not None and getattr(coolant_native, "API", None) != NATIVE_API:
             coolant_native = None
         _NATIVE.append(coolant_native)
     return _NATIVE[0]
@@ -46,8 +51,8 @@ __all__ = ["BACKENDS", "Backend", "BackendError", "NativeBackend", "PythonBacken
 BACKENDS = ("auto", "native", "python")
 """What `--backend` takes: auto (native when it is built and the policy allows it), native, python."""
 NOT_BUILT = (
-    "the native backend (coolant_native) is not built: reinstall coolant where a Rust toolchain (cargo) is "
-    "present, e.g. `pip install .` after https://rustup.rs"
+    "the native backend (coolant_native) is not built, or was built from another version: reinstall coolant "
+    "where a Rust toolchain (cargo) is present, e.g. `pip install .` after https://rustup.rs"
 )
 BACKEND_HELP = (
     "Which loop reads the records: native (coolant_native, Rust: plain successes tallied straight from the raw "

@@ -1210,6 +1210,8 @@ impl SeenIds {
 
 #[pymodule]
 fn coolant_native(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    // `coolant.native_backend.NATIVE_API`: what `scan` answers and `push` takes; bumped with either
+    m.add("API", 2)?;
     m.add_class::<FastPath>()?;
     m.add_class::<SeenIds>()?;
     Ok(())

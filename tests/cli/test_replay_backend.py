@@ -79,3 +79,21 @@ def test_the_help_of_both_commands_explains_the_backends() -> None:
         assert "--backend" in text
         assert "native (coolant_native, Rust" in text
         assert "same byte for byte" in text
+
+
+@pytest.mark.parametrize("api", [None, native_backend.NATIVE_API - 1])
+def test_an_extension_built_from_another_version_is_not_used(api: int | None, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A stale `coolant_native` left in place (built before `scan` or `push` changed) would fail mid-run: auto runs
+    python, and `--backend native` says what to do."""
+    import sys
+    import types
+
+    stale = types.ModuleType("coolant_native")
+    if api is not None:
+        stale.API = api  # type: ignore[attr-defined]
+    monkeypatch.setitem(sys.modules, "coolant_native", stale)
+    monkeypatch.setattr(native_backend, "_NATIVE", [])
+    assert not native_backend.available()
+    assert native_backend.resolve("auto") == "python"
+    with pytest.raises(native_backend.BackendError, match="another version"):
+        native_backend.resolve("native")
