@@ -46,9 +46,10 @@ sys.path.insert(0, str(ROOT / "tests" / "litellm"))
 
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
-from support_litellm import MESSAGES, FakeOpenAI, Proxy, deployment  # noqa: E402
+from support_litellm import MESSAGES, Proxy, deployment  # noqa: E402
 
 from tests.support.kafka import create_topics, delete_topics, read_json  # noqa: E402
+from tests.support.upstream import SERVER_ERROR, FakeOpenAI  # noqa: E402
 
 BOOTSTRAP = os.environ.get("KAFKA_BOOTSTRAP", "127.0.0.1:19092")
 CLIENTS = ("proxy", "router")
@@ -84,7 +85,7 @@ CASES = (
     Case("caller leaves a stream", "slow", stream=True, leave=True, proxy_only=True),
 )
 FAILING = {"fbsrc", "fbsrc2"}
-"""Modes the fake answers 500 in (`FakeOpenAI.failing`)."""
+"""Names the fake answers 500 in (`FakeOpenAI.failing`)."""
 
 
 def groups(tag: str, case: Case) -> tuple[str, str | None]:
@@ -171,11 +172,11 @@ async def run_cases(client: str, fake: FakeOpenAI, send: Send, tag: str, topic: 
         if case.proxy_only and client != "proxy":
             continue
         g, to = groups(tag, case)
-        before = Counter(fake.calls)
+        before = len(fake.calls)
         for _ in range(requests):
             await send(case, g)
         records = await published(topic, {g} | ({to} if to else set()), flush)
-        upstream = sum((fake.calls - before).values())
+        upstream = len(fake.calls) - before
         origins = Counter(r.get("origin") for r in records if not r["ok"])
         row = {"client": client, "case": case.name, "upstream_calls": upstream, "published": len(records),
                "requests": requests, "failed_published": sum(origins.values()),
@@ -237,7 +238,7 @@ async def on_router(fake: FakeOpenAI, requests: int) -> list[dict[str, Any]]:
 
 async def main_async(a: argparse.Namespace) -> list[dict[str, Any]]:
     fake = FakeOpenAI().start()
-    fake.failing.update(FAILING)
+    fake.failing.update(dict.fromkeys(FAILING, SERVER_ERROR))
     workdir = Path(tempfile.mkdtemp(prefix="coolant-attempts-"))
     print(f"load average {os.getloadavg()}; {a.requests} requests per case; proxy log in {workdir}", flush=True)
     print(f"  {'client':6} | {'case':28} | {'upstream calls':>14} | {'published':>9} | {'met':>4} | caller",

@@ -42,9 +42,10 @@ sys.path.insert(0, str(ROOT / "bench"))
 
 from onset_compare import BOOTSTRAP, MODES, REDIS_URL  # noqa: E402
 from onset_proxies import pod_env, proxy_config, stop_all  # noqa: E402
-from support_litellm import MESSAGES, FakeOpenAI, Proxy, deployment  # noqa: E402
+from support_litellm import MESSAGES, Proxy, deployment  # noqa: E402
 
 from tests.support.kafka import create_topics  # noqa: E402
+from tests.support.upstream import FakeOpenAI  # noqa: E402
 from tests.support.worker import Worker  # noqa: E402
 
 FREE_LIMIT, FREE_WINDOW = 15, 60.0
@@ -125,8 +126,8 @@ async def main_async(args: argparse.Namespace) -> list[dict[str, Any]]:
             requests = sum(sent[s * AGENTS:(s + 1) * AGENTS])
             names = ("free-1", "free-2", "pro")
             for name, mode in zip(names, keys(tag, side), strict=True):
-                rows.append({"side": side, "key": name, "upstream_429s": fake.calls[(mode, 429)],
-                             "calls": sum(n for (m, _), n in fake.calls.items() if m == mode),
+                rows.append({"side": side, "key": name, "upstream_429s": fake.count(mode, 429),
+                             "calls": fake.count(mode),
                              "requests": requests, "failed_requests": failed[side][0], "load": list(load)})
             mine = [r for r in rows if r["side"] == side]
             print(f"  {side:8} free-1 {mine[0]['upstream_429s']:>3} 429s of {mine[0]['calls']:>3} calls, free-2 "

@@ -11,7 +11,7 @@ one request to `primary` every --every seconds (open loop: a slow request does n
 503 from just before a request for --outage seconds, so the outage starts with a request and the heal falls just
 before one (LiteLLM alone is back on P at once; a profile that cools P must have let it go by then, or waits for
 the next request). Each side runs on its own deployments, side by side on one fake upstream
-(`bench/outlier_upstream.py`), through two clients:
+(`tests/support/upstream.py`), through two clients:
 
   router   a `litellm.Router` in this process (the coolant sides with `disable_cooldowns` and `CoolantCallback`:
            the fast path and the push, the worker's config)
@@ -62,8 +62,7 @@ sys.path.insert(0, str(ROOT / "bench"))
 import litellm  # noqa: E402
 import orjson  # noqa: E402
 import redis.asyncio as redis_asyncio  # noqa: E402
-from bench_args import listed, write_json  # noqa: E402
-from outlier_upstream import Upstream  # noqa: E402
+from bench_args import parser, run_bench  # noqa: E402
 from prober_process import start_prober  # noqa: E402
 from support_litellm import Proxy  # noqa: E402
 
@@ -71,6 +70,7 @@ from coolant.integrations.litellm import CoolantCallback  # noqa: E402
 from coolant.io.materializer import cooldown_channel  # noqa: E402
 from tests.support.kafka import create_topics, delete_topics  # noqa: E402
 from tests.support.redis import delete_redis_keys  # noqa: E402
+from tests.support.upstream import FakeOpenAI  # noqa: E402
 from tests.support.worker import Worker  # noqa: E402
 
 BOOTSTRAP = os.environ.get("KAFKA_BOOTSTRAP", "127.0.0.1:19092")
@@ -98,7 +98,7 @@ def names(tag: str, side: str, client: str) -> tuple[str, str]:
     return f"{base}-P", f"{base}-F"
 
 
-def model_list(up: Upstream, runs: list[Run]) -> list[dict[str, Any]]:
+def model_list(up: FakeOpenAI, runs: list[Run]) -> list[dict[str, Any]]:
     out = []
     for r in runs:
         for dep, group in ((r.primary, f"{r.primary}-group"), (r.fallback, f"{r.fallback}-group")):
@@ -151,7 +151,7 @@ async def listen(redis_url: str, prefix: str, heard: list[dict[str, Any]], ready
         await client.aclose()
 
 
-def measure(run: Run, up: Upstream, outage: tuple[float, float], heard: list[dict[str, Any]]) -> dict[str, Any]:
+def measure(run: Run, up: FakeOpenAI, outage: tuple[float, float], heard: list[dict[str, Any]]) -> dict[str, Any]:
     """`outage`: when the switch actually flipped (on a loaded machine the switch task runs late, so the plan's
     times would misplace the heal). Back on the primary: from the heal to the first client call it answered.
     How the recovery got there (coolant_outlier): the first probe the primary answered after the heal, and when
@@ -185,7 +185,7 @@ async def main_async(a: argparse.Namespace) -> list[dict[str, Any]]:
     sides = a.sides.split(",")
     clients = a.clients.split(",")
     workdir = Path(tempfile.mkdtemp(prefix="coolant-lone-primary-"))
-    up = Upstream().start()
+    up = FakeOpenAI().start()
     runs = {(s, c): Run(s, c, *names(tag, s, c)) for s in sides for c in clients}
     by_side = {s: [r for (s2, _), r in runs.items() if s2 == s] for s in sides}
     ns = {s: f"{tag}{s.replace('_', '')}" for s in sides}
@@ -352,24 +352,19 @@ def report(results: list[dict[str, Any]], a: argparse.Namespace) -> None:
 
 
 def main() -> None:
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--json", metavar="FILE", help="write the results there (a list, one object per side and client)")
+    p = parser(__doc__, "a list, one object per side and client",
+               "the prober's --cooled-interval; 0: no prober at all (the profile's X13 alone)")
     p.add_argument("--sides", default=",".join(SIDES), help=f"comma-separated, of {', '.join(SIDES)}")
     p.add_argument("--clients", default=",".join(CLIENTS), help=f"comma-separated, of {', '.join(CLIENTS)}")
     p.add_argument("--outage", type=float, default=60.0, help="seconds the primary answers 503")
     p.add_argument("--every", type=float, default=4.0, help="seconds between two requests")
     p.add_argument("--warmup", type=float, default=8.0, help="seconds of requests before the outage")
     p.add_argument("--after", type=float, default=24.0, help="seconds of requests after the heal")
-    p.add_argument("--cooled-interval", type=float, default=1.0,
-                   help="the prober's --cooled-interval; 0: no prober at all (the profile's X13 alone)")
     p.add_argument("--probe-interval", type=float, default=60.0, help="the prober's --interval (its rounds)")
     p.add_argument("--release-after", type=int, help="coolant.recovery.release_after on the outlier side "
                    "(default: the profile's)")
     p.add_argument("--dump", metavar="FILE", help="also write every request and upstream call there (JSON)")
-    a = p.parse_args()
-    listed(p, a.sides, SIDES, "side")
-    listed(p, a.clients, CLIENTS, "client")
-    write_json(a.json, asyncio.run(main_async(a)))
+    run_bench(p, main_async, {"sides": (SIDES, "side"), "clients": (CLIENTS, "client")})
 
 
 if __name__ == "__main__":

@@ -35,7 +35,7 @@ import sys
 import tempfile
 import time
 import uuid
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -51,7 +51,7 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "tests" / "litellm"))
 
 import litellm  # noqa: E402
-from support_litellm import MESSAGES, FakeOpenAI, deployment  # noqa: E402
+from support_litellm import MESSAGES, deployment  # noqa: E402
 
 from coolant.config.loader import load_config  # noqa: E402
 from coolant.integrations.litellm import CoolantCallback  # noqa: E402
@@ -59,6 +59,7 @@ from coolant.processors import Engine  # noqa: E402
 from coolant.schemas import Outcome, decode, encode  # noqa: E402
 from tests.support.kafka import create_topics, delete_topics, read_topic  # noqa: E402
 from tests.support.redis import delete_redis_keys  # noqa: E402
+from tests.support.upstream import SERVER_ERROR, FakeOpenAI  # noqa: E402
 from tests.support.worker import Worker  # noqa: E402
 
 BOOTSTRAP = os.environ.get("KAFKA_BOOTSTRAP", "127.0.0.1:19092")
@@ -159,6 +160,23 @@ def next_start(onset: int, warmup: float, after: float) -> float:
     return t
 
 
+def schedule(onsets: list[int], repeat: int, warmup: float, lead: float) -> Iterator[tuple[int, int, float]]:
+    """(onset, repetition, start) of every run, each the soonest still to do when the previous one is over; `lead`:
+    seconds a run needs before it starts (building its pods)."""
+    todo = [(onset, rep) for rep in range(repeat) for onset in onsets]
+    while todo:
+        now = time.time() + lead
+        onset, rep = min(todo, key=lambda t: next_start(t[0], warmup, now))
+        todo.remove((onset, rep))
+        yield onset, rep, next_start(onset, warmup, now)
+
+
+async def switch_on(fake: FakeOpenAI, switch: str, at: float) -> None:
+    """At wall time `at`, the incident: the run's switch deployment starts answering 500."""
+    await asyncio.sleep(max(0.0, at - time.time()))
+    fake.failing[switch] = SERVER_ERROR
+
+
 def incidents(cooldowns: list[dict[str, Any]]) -> list[int]:
     """Records per incident, in ts order: a record at or after the current end starts a new one."""
     out: list[int] = []
@@ -206,20 +224,10 @@ async def main_async(a: argparse.Namespace) -> None:
         print(f"worker ready after {time.monotonic() - t_start:.0f} s; {a.rate:g} requests/s over {PODS} pods, "
               f"C fails from the onset for {a.incident:g} s after {a.warmup:g} s of warm-up; "
               f"recool_coalesce {a.coalesce}", flush=True)
-        todo = [(onset, rep) for rep in range(a.repeat) for onset in onsets]
-        while todo:
-            now = time.time() + 3.0  # time to build the pods
-            onset, rep = min(todo, key=lambda t: next_start(t[0], a.warmup, now))
-            todo.remove((onset, rep))
-            start_at = next_start(onset, a.warmup, now)
+        for onset, rep, start_at in schedule(onsets, a.repeat, a.warmup, lead=3.0):  # 3 s to build the pods
             switch = switch_of(tag, onset, rep)
-
-            async def incident(start_at: float = start_at, switch: str = switch) -> None:
-                await asyncio.sleep(max(0.0, start_at + a.warmup - time.time()))
-                fake.failing.add(switch)
-
             runs = await asyncio.gather(
-                incident(),
+                switch_on(fake, switch, start_at + a.warmup),
                 *(run(fake, mode, *run_ids(tag, onset, rep, mode), switch, namespace, start_at, a) for mode in MODES),
             )
             for mode, res in zip(MODES, runs[1:], strict=True):

@@ -8,10 +8,10 @@
 `litellm --config` process (LiteLLM 1.110.2, as a deployment runs it), driven by the `openai` SDK
 (`AsyncOpenAI`, `max_retries=0`) at --rate requests/s round-robin over the three proxies of a side. Both sides'
 routers run with LiteLLM's default retries (`num_retries` unset), or --num-retries N (0: every failed upstream
-call is an error a user sees). Upstream: the fake OpenAI server of the
-LiteLLM tests (`tests/litellm/support_litellm.FakeOpenAI`). After --warmup seconds of successes, deployment C
-answers 500 from a chosen second of the wall-clock minute (the onset) for --incident seconds. Both sides run side
-by side on the same upstream switch, each run with its own deployments A, B, C:
+call is an error a user sees). Upstream: the tests' fake OpenAI server (`tests/support/upstream.py`). After
+--warmup seconds of successes, deployment C answers 500 from a chosen second of the wall-clock minute (the onset)
+for --incident seconds. Both sides run side by side on the same upstream switch, each run with its own
+deployments A, B, C:
 
   litellm   3 proxies with LiteLLM's defaults (V2 per process, 5 s cooldowns shared through one Redis)
   coolant   3 proxies with `disable_cooldowns: true` and `coolant_callback`, each publishing as its own gateway
@@ -66,17 +66,19 @@ from onset_compare import (  # noqa: E402
     incident_args,
     incidents,
     model_list,
-    next_start,
     paced,
     parsed,
     run_ids,
+    schedule,
     switch_of,
+    switch_on,
 )
 from prober_process import start_prober  # noqa: E402
-from support_litellm import MESSAGES, FakeOpenAI, Proxy, deployment  # noqa: E402
+from support_litellm import MESSAGES, Proxy, deployment  # noqa: E402
 
 from tests.support.kafka import create_topics, delete_topics, read_topic, wait_caught_up  # noqa: E402
 from tests.support.redis import delete_redis_keys  # noqa: E402
+from tests.support.upstream import FakeOpenAI  # noqa: E402
 from tests.support.worker import Worker  # noqa: E402
 
 
@@ -191,19 +193,8 @@ async def main_async(a: argparse.Namespace) -> None:
               f"warm-up; coolant pods: {a.coolant}; worker profile {a.profile}, recool_coalesce {a.coalesce}; logs in "
               f"{workdir}",
               flush=True)
-        todo = [(onset, rep) for rep in range(a.repeat) for onset in onsets]
-        while todo:
-            now = time.time() + 1.0
-            onset, rep = min(todo, key=lambda t: next_start(t[0], a.warmup, now))
-            todo.remove((onset, rep))
-            start_at = next_start(onset, a.warmup, now)
-            switch = switch_of(tag, onset, rep)
-
-            async def incident(start_at: float = start_at, switch: str = switch) -> None:
-                await asyncio.sleep(max(0.0, start_at + a.warmup - time.time()))
-                fake.failing.add(switch)
-
-            switched = asyncio.ensure_future(incident())
+        for onset, rep, start_at in schedule(onsets, a.repeat, a.warmup, lead=1.0):
+            switched = asyncio.ensure_future(switch_on(fake, switch_of(tag, onset, rep), start_at + a.warmup))
             runs = await asyncio.gather(*(
                 run(fake, sides[mode], run_ids(tag, onset, rep, mode)[0], start_at, a, requests) for mode in MODES))
             await switched

@@ -5,7 +5,7 @@
                                          [--dump DIR]
 
 Per side, 3 `litellm --config` processes (LiteLLM 1.110.2, `num_retries: 0`, so every failed upstream call is
-an error a user sees) serve a group of three deployments A, B, C on a fake upstream (`bench/outlier_upstream.py`),
+an error a user sees) serve a group of three deployments A, B, C on a fake upstream (`tests/support/upstream.py`),
 called with the `openai` SDK and `stream=True` at --rate requests/s round-robin over the side's proxies. After
 --warmup seconds, C's streams fail after a few chunks for --duration seconds, one kind at a time, each on its own
 deployments:
@@ -48,15 +48,15 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT / "bench"), str(ROOT / "tests" / "litellm"), str(ROOT)]
 
 import openai  # noqa: E402
-from bench_args import listed, write_json  # noqa: E402
+from bench_args import parser, run_bench  # noqa: E402
 from onset_compare import BOOTSTRAP, PODS, REDIS_URL, paced  # noqa: E402
 from onset_proxies import SOURCES, proxy_config, sources  # noqa: E402
-from outlier_upstream import STREAM_KINDS, Upstream  # noqa: E402
 from prober_process import start_prober  # noqa: E402
 from support_litellm import Proxy  # noqa: E402
 
 from tests.support.kafka import create_topics, delete_topics, read_json  # noqa: E402
 from tests.support.redis import delete_redis_keys  # noqa: E402
+from tests.support.upstream import STREAM_KINDS, FakeOpenAI  # noqa: E402
 from tests.support.worker import Worker  # noqa: E402
 
 SIDES = ("litellm", "coolant")
@@ -68,7 +68,7 @@ def deps(tag: str, kind: str, side: str) -> tuple[str, list[str]]:
     return group, [f"{group}-A", f"{group}-B", f"{group}-C"]
 
 
-def model_list(up: Upstream, tag: str, kinds: list[str], side: str) -> list[dict[str, Any]]:
+def model_list(up: FakeOpenAI, tag: str, kinds: list[str], side: str) -> list[dict[str, Any]]:
     out = []
     for kind in kinds:
         group, names = deps(tag, kind, side)
@@ -108,7 +108,7 @@ async def stream_once(client: openai.AsyncOpenAI, group: str) -> Streamed:
         return Streamed(False, served, f"{type(e).__name__}: {e}"[:300])
 
 
-async def run_kind(kind: str, tag: str, up: Upstream, sides: dict[str, list[Proxy]], a: argparse.Namespace,
+async def run_kind(kind: str, tag: str, up: FakeOpenAI, sides: dict[str, list[Proxy]], a: argparse.Namespace,
                    log: list[dict[str, Any]]) -> tuple[float, dict[str, tuple[int, int]]]:
     """Both sides at once on `kind`: the onset, and (failed requests after it, requests after it) per side."""
     start = time.time() + 1.0
@@ -149,7 +149,7 @@ async def main_async(a: argparse.Namespace) -> list[dict[str, Any]]:
     tag = f"sc{uuid.uuid4().hex[:6]}"
     prefix, namespace = f"{tag}.", tag
     workdir = Path(tempfile.mkdtemp(prefix="coolant-stream-cut-"))
-    up = Upstream().start()
+    up = FakeOpenAI().start()
     models = {side: model_list(up, tag, kinds, side) for side in SIDES}
     worker_config = workdir / "worker.yaml"
     worker_cfg: dict[str, Any] = {"model_list": models["coolant"]}
@@ -255,19 +255,15 @@ def report(results: list[dict[str, Any]], a: argparse.Namespace) -> None:
 
 
 def main() -> None:
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--json", metavar="FILE", help="write the results there (a list of {kind, litellm, coolant})")
+    p = parser(__doc__, "a list of {kind, litellm, coolant}")
     p.add_argument("--kinds", default=",".join(STREAM_KINDS), help="comma-separated, of cut, error, truncated")
     p.add_argument("--profile", choices=("compatible", "outlier"), default="outlier", help="coolant's profile")
     p.add_argument("--rate", type=float, default=15.0, help="streamed requests per second per side")
     p.add_argument("--duration", type=float, default=40.0, help="seconds C's streams fail, per kind")
     p.add_argument("--warmup", type=float, default=5.0, help="seconds of healthy traffic before each kind")
-    p.add_argument("--cooled-interval", type=float, default=1.0, help="the prober's --cooled-interval")
     p.add_argument("--dump", metavar="DIR", help="also write the run's requests, outcome records, cooldown records "
                                                  "and upstream calls there (JSON lines, one file each)")
-    a = p.parse_args()
-    listed(p, a.kinds, STREAM_KINDS, "kind")
-    write_json(a.json, asyncio.run(main_async(a)))
+    run_bench(p, main_async, {"kinds": (STREAM_KINDS, "kind")})
 
 
 if __name__ == "__main__":

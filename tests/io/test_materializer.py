@@ -38,6 +38,7 @@ from coolant.io.materializer import (
 from coolant.processors.state import HealthState
 from coolant.schemas import Cooldown, Window, encode
 from tests.support.ports import free_port
+from tests.support.redis import scoped_redis
 
 
 def make_cd(
@@ -73,14 +74,8 @@ def prefix() -> str:
 
 @pytest.fixture
 async def r(redis_url: str, prefix: str) -> AsyncIterator[Redis]:
-    client = Redis.from_url(redis_url)
-    try:
+    async with scoped_redis(redis_url, prefix) as client:
         yield client
-    finally:
-        keys = [k async for k in client.scan_iter(match=f"{prefix}*")]
-        if keys:
-            await client.delete(*keys)
-        await client.aclose()
 
 
 @pytest.fixture

@@ -5,14 +5,12 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 import pytest
-from support_litellm import FakeOpenAI
+
+from tests.support.upstream import FakeOpenAI
 
 
 @pytest.fixture
 def fake() -> Iterator[FakeOpenAI]:
     """A fake of the OpenAI API on 127.0.0.1 for one test (test_litellm_callback.py shares one per module)."""
-    server = FakeOpenAI().start()
-    try:
+    with FakeOpenAI() as server:
         yield server
-    finally:
-        server.stop()

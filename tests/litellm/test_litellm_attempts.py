@@ -1,7 +1,7 @@
 """One outcome per upstream attempt, on a real LiteLLM 1.110.2 Router and a real `litellm --config` proxy.
 
-The upstream is the LiteLLM tests' fake OpenAI server (`support_litellm.FakeOpenAI`), which counts every call it
-gets; each case compares the records published with those calls: as many, with the right `attempt`, `final` and
+The upstream is the fake OpenAI server (`tests.support.upstream.FakeOpenAI`), which logs every call it gets; each
+case compares the records published with those calls: as many, with the right `attempt`, `final` and
 `origin`. A proxy hands its router one logging object per request, which logs one failure a request: its retries
 reach the callback only through LiteLLM's deployment failure hook (`coolant.integrations.litellm.attempts`). A
 bare Router logs each attempt through both hooks: each is published once. Records of the bare Router are taken
@@ -13,14 +13,15 @@ from __future__ import annotations
 import asyncio
 import time
 import uuid
-from collections import Counter
 from collections.abc import AsyncIterator, Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
 import pytest
 import yaml
-from support_litellm import MESSAGES, STREAM_CHUNKS, Collected, FakeOpenAI, Proxy, deployment
+from support_litellm import MESSAGES, Collected, Proxy, deployment
+
+from tests.support.upstream import SERVER_ERROR, STREAM_CHUNKS, FakeOpenAI
 
 litellm = pytest.importorskip("litellm")
 openai = pytest.importorskip("openai")
@@ -48,8 +49,8 @@ async def settled(read: Callable[[], Any], n: int, timeout: float = 30.0) -> lis
     return list(await read())
 
 
-def calls_since(fake: FakeOpenAI, before: Counter[tuple[str, int]]) -> int:
-    return sum((fake.calls - before).values())
+def calls_since(fake: FakeOpenAI, before: int) -> int:
+    return len(fake.calls) - before
 
 
 def rows(records: list[Any]) -> list[tuple[Any, ...]]:
@@ -95,7 +96,7 @@ async def test_bare_router_retries(fake: FakeOpenAI, capture: tuple[CoolantCallb
         return sink.records
 
     got = await settled(read, retries + 1)
-    assert fake.calls[("err", 500)] == retries + 1
+    assert fake.count("err", 500) == retries + 1
     assert rows(got) == [("d-err", False, 500, i, i == retries, "upstream") for i in range(retries + 1)]
     assert cb.stats.repeated == retries + 1  # each attempt reached both failure hooks, and was published once
 
@@ -111,7 +112,7 @@ async def test_bare_router_fallback_hop(fake: FakeOpenAI, capture: tuple[Coolant
         return sink.records
 
     got = await settled(read, 3)
-    assert sum(fake.calls.values()) == 3
+    assert len(fake.calls) == 3
     assert rows(got) == [("d-g", False, 500, 0, False, "upstream"), ("d-g", False, 500, 1, True, "upstream"),
                          ("d-h", True, None, 2, True, None)]
 
@@ -132,7 +133,7 @@ async def test_bare_router_sync_retries(fake: FakeOpenAI, capture: tuple[Coolant
         return sink.records
 
     got = await settled(read, 3)
-    assert fake.calls[("err", 500)] == 3
+    assert fake.count("err", 500) == 3
     assert rows(got) == [("d-sync", False, 500, i, i == 2, "upstream") for i in range(3)]
     assert cb.stats.repeated == 0
 
@@ -164,7 +165,7 @@ async def test_bare_router_streams(fake: FakeOpenAI, capture: tuple[CoolantCallb
         return sink.records
 
     got = await settled(read, 4)
-    assert (fake.calls[("early", 200)], fake.calls[("cut", 200)]) == (3, 1)
+    assert (fake.count("early", 200), fake.count("cut", 200)) == (3, 1)
     assert rows([r for r in got if r.model_group == g]) == [
         ("d-early", False, None, i, i == 2, "upstream") for i in range(3)]
     [cut] = [r for r in got if r.model_group == h]
@@ -237,7 +238,7 @@ def proxy_run(kafka_bootstrap: str, tmp_path_factory: pytest.TempPathFactory) ->
     tag = f"at{uuid.uuid4().hex[:6]}"
     workdir = tmp_path_factory.mktemp("proxy")
     fake = FakeOpenAI().start()
-    fake.failing.update({"fbsrc", "fbsrc2"})
+    fake.failing.update(dict.fromkeys(("fbsrc", "fbsrc2"), SERVER_ERROR))
     models, fallbacks = [], []
     for name, (mode, to) in PROXY_GROUPS.items():
         g = f"{tag}-{name}"
@@ -266,7 +267,7 @@ def proxy_run(kafka_bootstrap: str, tmp_path_factory: pytest.TempPathFactory) ->
 
 async def test_proxy_publishes_every_retry(proxy_run: ProxyRun) -> None:
     """The issue's case: one request, three failed upstream calls, three records (LiteLLM logs one failure)."""
-    before = Counter(proxy_run.fake.calls)
+    before = len(proxy_run.fake.calls)
     client = proxy_run.proxy.new_client()
     with pytest.raises(openai.InternalServerError):
         await client.chat.completions.create(model=proxy_run.group("err"), messages=MESSAGES)
@@ -280,7 +281,7 @@ async def test_proxy_publishes_every_retry(proxy_run: ProxyRun) -> None:
 
 
 async def test_proxy_fallback_hop(proxy_run: ProxyRun) -> None:
-    before = Counter(proxy_run.fake.calls)
+    before = len(proxy_run.fake.calls)
     client = proxy_run.proxy.new_client()
     await client.chat.completions.create(model=proxy_run.group("fb"), messages=MESSAGES)
     got = await proxy_run.records("fb", 4)
@@ -293,7 +294,7 @@ async def test_proxy_fallback_hop(proxy_run: ProxyRun) -> None:
 
 
 async def test_proxy_stream_dies_before_its_first_chunk(proxy_run: ProxyRun) -> None:
-    before = Counter(proxy_run.fake.calls)
+    before = len(proxy_run.fake.calls)
     client = proxy_run.proxy.new_client()
     with pytest.raises(openai.APIError):
         await consume(await client.chat.completions.create(model=proxy_run.group("early"), messages=MESSAGES,
@@ -306,7 +307,7 @@ async def test_proxy_stream_dies_before_its_first_chunk(proxy_run: ProxyRun) -> 
 
 
 async def test_proxy_stream_dies_mid_answer(proxy_run: ProxyRun) -> None:
-    before = Counter(proxy_run.fake.calls)
+    before = len(proxy_run.fake.calls)
     client = proxy_run.proxy.new_client()
     n, exc = await consume(await client.chat.completions.create(model=proxy_run.group("cut"), messages=MESSAGES,
                                                                 stream=True))
@@ -322,7 +323,7 @@ async def test_proxy_stream_dies_mid_answer(proxy_run: ProxyRun) -> None:
 async def test_proxy_stream_ends_without_finishing(proxy_run: ProxyRun, name: str, published: tuple[str, str]) -> None:
     """The caller gets an error after the chunks, and the one attempt is published as the deployment's failure,
     never as a success or a caller's disconnect."""
-    before = Counter(proxy_run.fake.calls)
+    before = len(proxy_run.fake.calls)
     client = proxy_run.proxy.new_client()
     n, exc = await consume(await client.chat.completions.create(model=proxy_run.group(name), messages=MESSAGES,
                                                                 stream=True))
@@ -337,7 +338,7 @@ async def test_proxy_stream_ends_without_finishing(proxy_run: ProxyRun, name: st
 async def test_proxy_stream_dies_after_a_failed_attempt(proxy_run: ProxyRun) -> None:
     """Three 500s, then the fallback's stream dies mid-answer: the request's logging object has logged a failure
     already, so no logging hook hears of the stream's; it is published all the same (`litellm/streams.py`)."""
-    before = Counter(proxy_run.fake.calls)
+    before = len(proxy_run.fake.calls)
     client = proxy_run.proxy.new_client()
     n, exc = await consume(await client.chat.completions.create(model=proxy_run.group("fbcut"), messages=MESSAGES,
                                                                 stream=True))
@@ -354,7 +355,7 @@ async def test_proxy_stream_dies_after_a_failed_attempt(proxy_run: ProxyRun) -> 
 
 async def test_proxy_caller_leaves_a_stream(proxy_run: ProxyRun) -> None:
     """The caller closes the stream half-way: one attempt, published as a failure with origin "caller"."""
-    before = Counter(proxy_run.fake.calls)
+    before = len(proxy_run.fake.calls)
     client = proxy_run.proxy.new_client()
     stream = await client.chat.completions.create(model=proxy_run.group("slow"), messages=MESSAGES, stream=True)
     read = 0

@@ -1,6 +1,6 @@
 """`CoolantCallback` on a real LiteLLM 1.110.2 Router: the records it puts on Kafka for each kind of attempt.
 
-The providers are a local fake of the OpenAI API (`support_litellm.FakeOpenAI`), so LiteLLM parses real HTTP
+The providers are a local fake of the OpenAI API (`tests.support.upstream.FakeOpenAI`), so LiteLLM parses real HTTP
 errors (status, headers, body) into its own exception classes; nothing leaves 127.0.0.1. Records are read back
 from the real broker.
 """
@@ -15,7 +15,9 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 import pytest
-from support_litellm import BAD_KEY, LONG_MESSAGE, MESSAGES, RETRY_AFTER, FakeOpenAI, deployment
+from support_litellm import MESSAGES, deployment
+
+from tests.support.upstream import BAD_KEY, LONG_MESSAGE, RETRY_AFTER, FakeOpenAI
 
 litellm = pytest.importorskip("litellm")
 
@@ -28,11 +30,8 @@ pytestmark = [pytest.mark.integration, pytest.mark.filterwarnings("ignore:.*Read
 
 @pytest.fixture(scope="module")
 def fake() -> Iterator[FakeOpenAI]:
-    server = FakeOpenAI().start()
-    try:
+    with FakeOpenAI() as server:
         yield server
-    finally:
-        server.stop()
 
 
 @pytest.fixture

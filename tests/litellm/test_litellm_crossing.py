@@ -20,7 +20,9 @@ from urllib.parse import urlparse
 import pytest
 import yaml
 from redis import Redis
-from support_litellm import MESSAGES, FakeOpenAI, Proxy, deployment
+from support_litellm import MESSAGES, Proxy, deployment
+
+from tests.support.upstream import SERVER_ERROR, FakeOpenAI
 
 openai = pytest.importorskip("openai")
 
@@ -68,7 +70,7 @@ def test_the_pod_cools_on_the_request_litellm_cools_on(fake: FakeOpenAI, tmp_pat
         proxy.ready()
         for _ in range(6):  # successes on every deployment first
             client.chat.completions.create(model=group, messages=MESSAGES)
-        fake.failing.add(failing)
+        fake.failing[failing] = SERVER_ERROR
         for i in range(MAX_REQUESTS):
             with contextlib.suppress(openai.APIError):
                 client.chat.completions.create(model=group, messages=MESSAGES)
@@ -78,7 +80,7 @@ def test_the_pod_cools_on_the_request_litellm_cools_on(fake: FakeOpenAI, tmp_pat
                 break
         time.sleep(2 * SETTLE)  # a write on its way
         look(MAX_REQUESTS)
-        failed = fake.calls[(failing, 500)]
+        failed = fake.count(failing, 500)
         assert any(side == "litellm" for side, _ in first), f"LiteLLM cooled nothing ({failed} failed calls)"
         for dep in bad:  # each failing deployment: cooled by both after the same request, or by neither
             assert first.get(("coolant", dep)) == first.get(("litellm", dep)), (dep, first, failed)

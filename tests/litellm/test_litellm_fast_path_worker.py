@@ -19,7 +19,9 @@ from urllib.parse import urlparse
 
 import pytest
 import yaml
-from support_litellm import MESSAGES, FakeOpenAI, deployment
+from support_litellm import MESSAGES, deployment
+
+from tests.support.upstream import FakeOpenAI
 
 litellm = pytest.importorskip("litellm")
 

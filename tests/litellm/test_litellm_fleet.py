@@ -21,7 +21,9 @@ import orjson
 import pytest
 import yaml
 from redis.asyncio import Redis
-from support_litellm import BAD_KEY, MESSAGES, FakeOpenAI, deployment
+from support_litellm import MESSAGES, deployment
+
+from tests.support.upstream import BAD_KEY, FakeOpenAI
 
 litellm = pytest.importorskip("litellm")
 

@@ -17,7 +17,9 @@ import orjson
 import pytest
 import yaml
 from redis import Redis
-from support_litellm import FakeOpenAI, Proxy, deployment
+from support_litellm import Proxy, deployment
+
+from tests.support.upstream import FakeOpenAI
 
 openai = pytest.importorskip("openai")
 
@@ -52,7 +54,7 @@ def test_a_proxy_routes_around_a_429_after_meeting_it_once(
         proxy.ready()
         client = openai.OpenAI(base_url=proxy.base_url, api_key=proxy.key, max_retries=0)
         failed = served = 0
-        while fake.calls[("rl", 429)] == 0:  # until a request meets the 429
+        while fake.count("rl", 429) == 0:  # until a request meets the 429
             try:
                 client.chat.completions.create(model=group, messages=[{"role": "user", "content": "hi"}])
             except openai.RateLimitError:
@@ -61,7 +63,7 @@ def test_a_proxy_routes_around_a_429_after_meeting_it_once(
             client.chat.completions.create(model=group, messages=[{"role": "user", "content": "hi"}])
             served += 1
         assert (failed, served) == (1, 30)
-        assert fake.calls[("rl", 429)] == 1, fake.calls  # never picked again: the pod cooled it itself
+        assert fake.count("rl", 429) == 1, fake.calls  # never picked again: the pod cooled it itself
         raw = redis.get(f"deployment:{group}-rl:cooldown")
         assert raw is not None and orjson.loads(raw)["status_code"] == "429"
         assert orjson.loads(raw)["cooldown_time"] == 17  # the upstream's Retry-After (spec T2)

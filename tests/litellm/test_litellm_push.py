@@ -18,6 +18,7 @@ import socket
 import time
 import uuid
 from collections.abc import AsyncIterator
+from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlparse
 
@@ -41,6 +42,7 @@ from coolant.io.materializer import (  # noqa: E402
 )
 from coolant.processors.prefetch import prefetch  # noqa: E402
 from coolant.schemas import Outcome  # noqa: E402
+from tests.support.redis import scoped_redis  # noqa: E402
 
 pytestmark = [pytest.mark.integration, pytest.mark.filterwarnings("ignore:.*ReadOnly.*:UserWarning")]
 
@@ -54,14 +56,8 @@ def tag() -> str:
 
 @pytest.fixture
 async def redis(redis_url: str, tag: str) -> AsyncIterator[Redis]:
-    client = Redis.from_url(redis_url)
-    try:
+    async with scoped_redis(redis_url, f"push-{tag}:") as client:
         yield client
-    finally:
-        keys = [k async for k in client.scan_iter(match=f"push-{tag}:*")]
-        if keys:
-            await client.delete(*keys)
-        await client.aclose()
 
 
 def group_of(tag: str, bad: str = RATE_LIMIT) -> tuple[str, list[dict[str, Any]]]:
@@ -255,8 +251,7 @@ async def test_a_sibling_skips_the_deployment_through_the_push(
                 await router_a.acompletion(model=group, messages=MESSAGES)
             except Exception:
                 break
-        while feed.stats.applied == 0:
-            await asyncio.sleep(0.005)
+        await applied(feed, 1)
         assert bad not in await picks(router_b, group, 60)
         assert feed.stats.connected and feed.stats.received >= 1 and feed.stats.down == 0
         assert local_cooldowns(router_b).held(bad) is not None
@@ -291,11 +286,7 @@ async def test_with_the_push_down_a_sibling_falls_back_to_litellms_redis_reads(
         assert any("LiteLLM's Redis reads" in r.getMessage() for r in caplog.records)
         # a decision written to the shared Redis by another pod or the worker: B reads it itself
         bad = f"{group}-bad"
-        pod_a = RedisSink(redis, prefix)
-        rec = Outcome(event_id=f"{tag}-1", ts=time.time(), deployment_id=bad, model_group=group, ok=False,
-                      status_code=429, exception_type="RateLimitError")
-        cd = prefetch(policy_for(model_list), rec)
-        assert cd is not None and await pod_a.write(cd)
+        await written_429(RedisSink(redis, prefix), model_list, tag, bad)
         deadline = time.monotonic() + 10
         while bad in await picks(router_b, group, 20):
             assert time.monotonic() < deadline, "LiteLLM's own Redis read did not pick the cooldown up"
@@ -357,44 +348,24 @@ async def test_racing_litellms_own_write_never_shortens_what_routers_see(
         assert max(redis_end, cd.until) == pytest.approx(max(now + litellm_s, cd.until))
 
 
-async def test_an_admin_release_reaches_the_pods_copies(redis: Redis, redis_url: str, tag: str) -> None:
-    """`DELETE /cooldowns/{id}` (repair.release) is announced: a pod that holds the cooldown through the push
-    drops it and routes to the deployment again; a cooldown that starts after the release is kept."""
-    from coolant.streams import repair
+@dataclass
+class Held:
+    """A pod on the push whose router holds coolant's cooldown of `bad`, written to Redis by `sink`."""
 
+    router: Any
+    group: str
+    bad: str
+    feed: Any
+    cd: Any
+    sink: RedisSink
+
+
+@contextlib.asynccontextmanager
+async def held_through_the_push(redis: Redis, redis_url: str, tag: str, *, router_redis: bool) -> AsyncIterator[Held]:
+    """A pod's callback on the push (its router on the fleet's Redis when `router_redis`), a 429 on the group's bad
+    deployment decided and written as the worker would, and the pod's copy of it applied."""
     group, model_list = group_of(tag)
-    router = router_for(model_list, None, tag)
-    prefix = f"push-{tag}:"
-    pod = CoolantCallback(publisher=Collected(), redis_url=redis_url, redis_key_prefix=prefix, routers=[router])
-    feed = await pod.start_push()
-    assert feed is not None
-    await asyncio.wait_for(feed.subscribed.wait(), 10)
-    bad = f"{group}-bad"
-    try:
-        rec = Outcome(event_id=f"{tag}-1", ts=time.time(), deployment_id=bad, model_group=group, ok=False,
-                      status_code=429, exception_type="RateLimitError")
-        cd = prefetch(policy_for(model_list), rec)
-        assert cd is not None and await RedisSink(redis, prefix).write(cd)
-        while feed.stats.applied < 1:
-            await asyncio.sleep(0.005)
-        assert bad not in await picks(router, group, 60)
-        assert await repair.release(redis, prefix, bad, time.time()) == 2
-        while feed.stats.applied < 2:
-            await asyncio.sleep(0.005)
-        assert bad in await picks(router, group, 60)
-        local = local_cooldowns(router)
-        later = {"exception_received": "x", "status_code": "429", "timestamp": time.time() + 1, "cooldown_time": 30}
-        assert local.apply(bad, later) and not local.release(bad, time.time() - 5)
-    finally:
-        await pod.aclose()
-
-
-async def test_a_probe_release_reaches_litellms_own_memory_copy(redis: Redis, redis_url: str, tag: str) -> None:
-    """RC4: a router on the fleet's Redis has read the cooldown into its own memory tier, which it keeps until the
-    cooldown's end (it reads Redis only for keys it does not hold). The release, announced on the push, drops
-    that copy too, so the next pick routes to the deployment again."""
-    group, model_list = group_of(tag)
-    router = router_for(model_list, redis_url, tag)
+    router = router_for(model_list, redis_url if router_redis else None, tag)
     prefix = f"push-{tag}:"
     pod = CoolantCallback(publisher=Collected(), redis_url=redis_url, redis_key_prefix=prefix, routers=[router])
     feed = await pod.start_push()
@@ -403,23 +374,57 @@ async def test_a_probe_release_reaches_litellms_own_memory_copy(redis: Redis, re
     bad = f"{group}-bad"
     sink = RedisSink(redis, prefix)
     try:
-        rec = Outcome(event_id=f"{tag}-1", ts=time.time(), deployment_id=bad, model_group=group, ok=False,
-                      status_code=429, exception_type="RateLimitError")
-        cd = prefetch(policy_for(model_list), rec)
-        assert cd is not None and await sink.write(cd)
-        while feed.stats.applied < 1:
-            await asyncio.sleep(0.005)
-        local = local_cooldowns(router)
-        local.inner.put(bad, litellm_fields(cd), cd.until - time.time())  # what LiteLLM's Redis read leaves
-        assert local.inner.snapshot().get(cooldown_key("", bad)) is not None
-        assert bad not in await picks(router, group, 60)
-        assert await sink.release(bad, time.time())
-        while feed.stats.applied < 2:
-            await asyncio.sleep(0.005)
-        assert local.inner.snapshot().get(cooldown_key("", bad)) is None
-        assert bad in await picks(router, group, 60)
+        cd = await written_429(sink, model_list, tag, bad)
+        await applied(feed, 1)
+        yield Held(router, group, bad, feed, cd, sink)
     finally:
         await pod.aclose()
+
+
+async def written_429(sink: RedisSink, model_list: list[dict[str, Any]], tag: str, bad: str) -> Any:
+    """A 429 on `bad` decided by the pure core and written to Redis, as the worker (or another pod) writes it."""
+    group = model_list[0]["model_name"]
+    rec = Outcome(event_id=f"{tag}-1", ts=time.time(), deployment_id=bad, model_group=group, ok=False,
+                  status_code=429, exception_type="RateLimitError")
+    cd = prefetch(policy_for(model_list), rec)
+    assert cd is not None and await sink.write(cd)
+    return cd
+
+
+async def applied(feed: Any, n: int) -> None:
+    """Until the pod's feed has applied `n` announcements."""
+    while feed.stats.applied < n:
+        await asyncio.sleep(0.005)
+
+
+async def test_an_admin_release_reaches_the_pods_copies(redis: Redis, redis_url: str, tag: str) -> None:
+    """`DELETE /cooldowns/{id}` (repair.release) is announced: a pod that holds the cooldown through the push
+    drops it and routes to the deployment again; a cooldown that starts after the release is kept."""
+    from coolant.streams import repair
+
+    async with held_through_the_push(redis, redis_url, tag, router_redis=False) as h:
+        assert h.bad not in await picks(h.router, h.group, 60)
+        assert await repair.release(redis, f"push-{tag}:", h.bad, time.time()) == 2
+        await applied(h.feed, 2)
+        assert h.bad in await picks(h.router, h.group, 60)
+        local = local_cooldowns(h.router)
+        later = {"exception_received": "x", "status_code": "429", "timestamp": time.time() + 1, "cooldown_time": 30}
+        assert local.apply(h.bad, later) and not local.release(h.bad, time.time() - 5)
+
+
+async def test_a_probe_release_reaches_litellms_own_memory_copy(redis: Redis, redis_url: str, tag: str) -> None:
+    """RC4: a router on the fleet's Redis has read the cooldown into its own memory tier, which it keeps until the
+    cooldown's end (it reads Redis only for keys it does not hold). The release, announced on the push, drops
+    that copy too, so the next pick routes to the deployment again."""
+    async with held_through_the_push(redis, redis_url, tag, router_redis=True) as h:
+        local = local_cooldowns(h.router)
+        local.inner.put(h.bad, litellm_fields(h.cd), h.cd.until - time.time())  # what LiteLLM's Redis read leaves
+        assert local.inner.snapshot().get(cooldown_key("", h.bad)) is not None
+        assert h.bad not in await picks(h.router, h.group, 60)
+        assert await h.sink.release(h.bad, time.time())
+        await applied(h.feed, 2)
+        assert local.inner.snapshot().get(cooldown_key("", h.bad)) is None
+        assert h.bad in await picks(h.router, h.group, 60)
 
 
 def test_sync_requests_cool_the_pod_too(tag: str) -> None:

@@ -1,7 +1,8 @@
 """Pin where LiteLLM 1.110.2 keeps a provider's rate-limit headers: `response._hidden_params["additional_headers"]`.
 
 A real Router calls a local fake of the OpenAI API that answers 200 with OpenAI's `x-ratelimit-*` headers
-announcing a spent budget (`support_litellm.QUOTA_HEADERS`); coolant's parser must find them where LiteLLM put them.
+announcing a spent budget (`tests.support.upstream.QUOTA_HEADERS`); coolant's parser must find them where LiteLLM
+put them.
 """
 
 from __future__ import annotations
@@ -11,7 +12,9 @@ import time
 from typing import Any
 
 import pytest
-from support_litellm import MESSAGES, FakeOpenAI, deployment
+from support_litellm import MESSAGES, deployment
+
+from tests.support.upstream import FakeOpenAI
 
 litellm = pytest.importorskip("litellm")
 

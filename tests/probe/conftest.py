@@ -2,17 +2,15 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import Iterator
 
 import pytest
 
-from tests.probe.upstream import FakeUpstream
+from tests.support.upstream import FakeOpenAI
 
 
 @pytest.fixture
-async def upstream(request: pytest.FixtureRequest) -> AsyncIterator[FakeUpstream]:
-    """A fake OpenAI-compatible upstream answering the test module's `STATUSES` (deployment -> HTTP status)."""
-    up = FakeUpstream(statuses=dict(getattr(request.module, "STATUSES", {})))
-    await up.start()
-    yield up
-    await up.stop()
+def upstream(request: pytest.FixtureRequest) -> Iterator[FakeOpenAI]:
+    """The fake OpenAI upstream failing as the test module's `STATUSES` says (deployment -> HTTP status)."""
+    with FakeOpenAI(failing=getattr(request.module, "STATUSES", {})) as up:
+        yield up

@@ -33,7 +33,7 @@ from aiokafka import AIOKafkaConsumer
 
 from coolant.probe.ownership import probe_event_id, round_of, round_start
 from coolant.schemas import Health, decode
-from tests.probe.upstream import FakeUpstream
+from tests.support.upstream import FakeOpenAI
 
 pytestmark = pytest.mark.integration
 
@@ -45,7 +45,7 @@ STATUSES = {"d3": 401, "d7": 500}
 KEY_ENV = "COOLANT_PROBE_TEST_KEY"
 
 
-def write_config(path: Path, up: FakeUpstream) -> None:
+def write_config(path: Path, up: FakeOpenAI) -> None:
     model_list = []
     for dep in DEPS:
         params = {"model": f"openai/model-{dep}", "api_base": up.base(dep), "api_key": f"os.environ/{KEY_ENV}"}
@@ -117,7 +117,7 @@ async def sleep_to_mid_round() -> int:
 
 
 async def test_three_probers_once_per_round_and_takeover_after_sigkill(
-    tmp_path: Path, kafka_bootstrap: str, redis_url: str, upstream: FakeUpstream
+    tmp_path: Path, kafka_bootstrap: str, redis_url: str, upstream: FakeOpenAI
 ) -> None:
     tag = f"probe-{uuid.uuid4().hex[:10]}"
     config = tmp_path / "config.yaml"
@@ -192,8 +192,8 @@ async def test_three_probers_once_per_round_and_takeover_after_sigkill(
 
     # once per round: upstream calls == rounds with a record (+1 allowed only for a call lost with the victim)
     for dep in DEPS:
-        extra = len(upstream.calls[dep]) - len(rounds_of[dep])
-        assert extra in ((0, 1) if dep in victim_deps else (0,)), (dep, len(upstream.calls[dep]), rounds_of[dep])
+        extra = upstream.count(dep) - len(rounds_of[dep])
+        assert extra in ((0, 1) if dep in victim_deps else (0,)), (dep, upstream.count(dep), rounds_of[dep])
         assert upstream.auth[dep] == "Bearer sk-fleet-test-secret-0001"  # os.environ/ resolved at the edge
     dup_records = {key: hs for key, hs in by_dep_round.items() if len(hs) > 1}
     assert all(len({h.event_id for h in hs}) == 1 for hs in dup_records.values())  # dedupable if any
@@ -214,7 +214,7 @@ async def test_three_probers_once_per_round_and_takeover_after_sigkill(
     gap = takeover_time - kill_time
     print(f"\nvictim {victim} owned {sorted(victim_deps)}; takeover after {gap:.1f}s "
           f"(rounds {kill_round + 1}..{takeover_round} may miss); steady rounds {len(steady)}, after {len(after)}; "
-          f"calls {upstream.total()}, records {len(records)}")
+          f"calls {upstream.count()}, records {len(records)}")
     # in the steady and post-takeover rounds: exactly deployments x rounds calls
     calls_in = sum(1 for (dep, k) in by_dep_round if k in steady or k in after)
     assert calls_in == len(DEPS) * (len(steady) + len(after))

@@ -36,7 +36,7 @@ from coolant.config.runtime import RedisSettings
 from coolant.probe.service import Prober, ProbeSettings
 from coolant.probe.targets import load_targets
 from tests.probe import litellm_proxy
-from tests.probe.upstream import FakeUpstream
+from tests.support.upstream import FakeOpenAI
 
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")  # no network fetch of the cost map at import
 litellm_proxy.require("litellm", "fastapi")  # else: fail under REQUIRE_INTEGRATION=1, skip otherwise
@@ -51,7 +51,7 @@ DEPS = ["d0", "d1", "d2", "d3"]
 STATUSES = {"d2": 401, "d3": 500}
 
 
-def model_list(up: FakeUpstream) -> list[dict[str, Any]]:
+def model_list(up: FakeOpenAI) -> list[dict[str, Any]]:
     return [
         {
             "model_name": f"group-{d}",
@@ -66,7 +66,7 @@ def ids(endpoints: Any) -> list[str]:
     return sorted(e["model_id"] for e in endpoints)
 
 
-async def coolant_round(tmp_path: Path, kafka_bootstrap: str, redis_url: str, upstream: FakeUpstream, tag: str) -> None:
+async def coolant_round(tmp_path: Path, kafka_bootstrap: str, redis_url: str, upstream: FakeOpenAI, tag: str) -> None:
     """One `coolant probe --once` round: health records to Kafka, `<tag>:health_check_results` in Redis."""
     config = tmp_path / "coolant.yaml"
     config.write_text(yaml.safe_dump({"model_list": model_list(upstream)}))
@@ -79,12 +79,12 @@ async def coolant_round(tmp_path: Path, kafka_bootstrap: str, redis_url: str, up
 
 
 async def test_proxy_shared_health_check_uses_coolant_results_and_probes_nothing(
-    tmp_path: Path, kafka_bootstrap: str, redis_url: str, upstream: FakeUpstream, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, kafka_bootstrap: str, redis_url: str, upstream: FakeOpenAI, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     tag = f"probe-ll-{uuid.uuid4().hex[:10]}"
     models = model_list(upstream)
     await coolant_round(tmp_path, kafka_bootstrap, redis_url, upstream, tag)
-    assert upstream.total() == len(DEPS)  # coolant probed each deployment once
+    assert upstream.count() == len(DEPS)  # coolant probed each deployment once
 
     probe_rounds: list[int] = []
     real_probe = shared_module.perform_health_check
@@ -102,7 +102,7 @@ async def test_proxy_shared_health_check_uses_coolant_results_and_probes_nothing
         stored = orjson.loads(orjson.loads(await client.get(f"{tag}:health_check_results")))
         healthy, unhealthy, _ = await manager.perform_shared_health_check(model_list=models, details=True)
         # LiteLLM used coolant's results: no upstream call, no lock taken, the very same lists
-        assert upstream.total() == len(DEPS)
+        assert upstream.count() == len(DEPS)
         assert await client.exists(f"{tag}:health_check_lock") == 0
         assert list(healthy) == stored["healthy_endpoints"] and list(unhealthy) == stored["unhealthy_endpoints"]
         assert ids(healthy) == ["d0", "d1"] and ids(unhealthy) == ["d2", "d3"]
@@ -112,14 +112,14 @@ async def test_proxy_shared_health_check_uses_coolant_results_and_probes_nothing
 
         # positive control: without coolant's key the same call takes the lock and runs LiteLLM's own round
         await client.delete(f"{tag}:health_check_results")
-        before = {d: len(upstream.calls[d]) for d in DEPS}
+        before = {d: upstream.count(d) for d in DEPS}
         own_healthy, own_unhealthy, _ = await manager.perform_shared_health_check(model_list=models, details=True)
         assert probe_rounds == [len(DEPS)]
         theirs = orjson.loads(orjson.loads(await client.get(f"{tag}:health_check_results")))
         assert theirs["checked_by"] == manager.pod_id  # LiteLLM's writer stores it as coolant does: JSON in a string
         assert set(stored) == set(theirs)
         # LiteLLM's own round reached the upstream and agrees with coolant
-        assert all(len(upstream.calls[d]) > before[d] for d in DEPS)
+        assert all(upstream.count(d) > before[d] for d in DEPS)
         assert ids(own_healthy) == ids(healthy) and ids(own_unhealthy) == ids(unhealthy)
         assert {e["model_id"]: e["exception_status"] for e in own_unhealthy} == STATUSES
     finally:
@@ -149,7 +149,7 @@ async def run_proxy_loop(tmp_path: Path, config: Path, cycles: int) -> dict[str,
 
 
 async def test_proxy_background_health_loop_takes_coolant_results_and_probes_nothing(
-    tmp_path: Path, kafka_bootstrap: str, redis_url: str, upstream: FakeUpstream
+    tmp_path: Path, kafka_bootstrap: str, redis_url: str, upstream: FakeOpenAI
 ) -> None:
     tag = f"probe-loop-{uuid.uuid4().hex[:10]}"
     url = urlparse(redis_url)
@@ -165,7 +165,7 @@ async def test_proxy_background_health_loop_takes_coolant_results_and_probes_not
         },
     }))
     await coolant_round(tmp_path, kafka_bootstrap, redis_url, upstream, tag)
-    assert upstream.total() == len(DEPS)
+    assert upstream.count() == len(DEPS)
     client = redis_asyncio.from_url(redis_url)
     try:
         stored = orjson.loads(orjson.loads(await client.get(f"{tag}:health_check_results")))
@@ -175,7 +175,7 @@ async def test_proxy_background_health_loop_takes_coolant_results_and_probes_not
                                    "health_check_interval": 1, "redis_namespace": tag}
         assert len(run["states"]) == 2
         # two iterations of LiteLLM's loop: no upstream call, no lock, none of its own probe rounds
-        assert upstream.total() == len(DEPS)
+        assert upstream.count() == len(DEPS)
         assert await client.exists(f"{tag}:health_check_lock") == 0
         assert run["shared_rounds"] == [] and run["direct_rounds"] == []
         for state in run["states"]:  # the proxy's health state is coolant's document
@@ -190,10 +190,10 @@ async def test_proxy_background_health_loop_takes_coolant_results_and_probes_not
 
         # positive control: without coolant's key the same loop probes the upstream itself in its first iteration
         await client.delete(f"{tag}:health_check_results")
-        before = {d: len(upstream.calls[d]) for d in DEPS}
+        before = {d: upstream.count(d) for d in DEPS}
         own = await run_proxy_loop(tmp_path, proxy_config, cycles=2)
         assert own["shared_rounds"] == [len(DEPS)]  # one round (the second iteration reads the key it wrote)
-        assert all(len(upstream.calls[d]) > before[d] for d in DEPS)
+        assert all(upstream.count(d) > before[d] for d in DEPS)
         first = own["states"][0]
         assert ids(first["healthy_endpoints"]) == ids(stored["healthy_endpoints"])
         assert {e["model_id"]: e["exception_status"] for e in first["unhealthy_endpoints"]} == STATUSES

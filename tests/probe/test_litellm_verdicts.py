@@ -20,17 +20,14 @@ from __future__ import annotations
 import asyncio
 import os
 import socket
-from collections.abc import AsyncIterator
 from typing import Any
-
-import pytest
 
 from coolant.probe.classify import classify
 from coolant.probe.http import PROMPT, HttpProber, LiteLLMProber
 from coolant.probe.results import exception_status
 from coolant.probe.targets import Target
 from tests.probe import litellm_proxy
-from tests.probe.upstream import FakeUpstream
+from tests.support.upstream import FakeOpenAI
 
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")  # no network fetch of the cost map at import
 litellm_proxy.require("litellm", "fastapi")  # ahealth_check imports litellm.proxy.litellm_pre_call_utils (fastapi)
@@ -46,17 +43,11 @@ NAME_DIFFERENCES: dict[str, tuple[str, str]] = {
     DEAD: ("InternalServerError", "APIConnectionError"),
 }
 
+STATUSES = {f"s{code}": code for code in ERROR_STATUSES} | {"emb401": 401}
+"""What the upstream answers (the `upstream` fixture, tests/probe/conftest.py); every other deployment is healthy."""
+
 Verdict = tuple[bool, int | None, str | None]
 """(healthy, exception_status as LiteLLM's shared key stores it, exception class name)."""
-
-
-@pytest.fixture
-async def upstream() -> AsyncIterator[FakeUpstream]:
-    statuses = {f"s{code}": code for code in ERROR_STATUSES} | {"emb401": 401}
-    up = FakeUpstream(statuses=statuses)
-    await up.start()
-    yield up
-    await up.stop()
 
 
 def closed_port() -> int:
@@ -66,7 +57,7 @@ def closed_port() -> int:
     return port
 
 
-def targets(up: FakeUpstream) -> list[Target]:
+def targets(up: FakeOpenAI) -> list[Target]:
     deployments = [("ok", "chat"), ("emb", "embedding"), ("emb401", "embedding"), ("cmpl", "completion")]
     deployments += [(f"s{code}", "chat") for code in ERROR_STATUSES]
     bases = {dep: up.base(dep) for dep, _ in deployments} | {DEAD: f"http://127.0.0.1:{closed_port()}/v1"}
@@ -94,7 +85,7 @@ async def coolant_verdict(prober: HttpProber | LiteLLMProber, t: Target) -> Verd
     return h.healthy, None if h.healthy else exception_status(h), h.exception_type
 
 
-async def test_litellm_health_check_and_coolant_agree_on_every_deployment(upstream: FakeUpstream) -> None:
+async def test_litellm_health_check_and_coolant_agree_on_every_deployment(upstream: FakeOpenAI) -> None:
     ts = targets(upstream)
     http = HttpProber(timeout=10.0)
     await http.start()
@@ -103,12 +94,12 @@ async def test_litellm_health_check_and_coolant_agree_on_every_deployment(upstre
     finally:
         await http.close()
     # coolant's HTTP engine: one upstream call per deployment, whatever the answer
-    assert {d: len(c) for d, c in upstream.calls.items()} == {t.deployment_id: 1 for t in ts if t.deployment_id != DEAD}
+    assert dict(upstream.names()) == {t.deployment_id: 1 for t in ts if t.deployment_id != DEAD}
 
     theirs = await asyncio.gather(*(litellm_verdict(t) for t in ts))
     engine = await asyncio.gather(*(coolant_verdict(LiteLLMProber(timeout=60.0), t) for t in ts))
     # and each deployment was reached by both LiteLLM calls too (they retry 408, 429 and 5xx: maybe more than once)
-    assert all(len(upstream.calls[t.deployment_id]) >= 3 for t in ts if t.deployment_id != DEAD)
+    assert all(upstream.count(t.deployment_id) >= 3 for t in ts if t.deployment_id != DEAD)
 
     names: dict[str, tuple[str | None, str | None]] = {}
     for t, (h_ll, st_ll, name_ll), (h_http, st_http, name_http), e in zip(ts, theirs, ours, engine, strict=True):

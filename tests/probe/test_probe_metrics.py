@@ -9,7 +9,6 @@ import sys
 import urllib.error
 import urllib.request
 import uuid
-from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
@@ -19,10 +18,12 @@ from prometheus_client.parser import text_string_to_metric_families
 from coolant.probe.metrics import ProbeMetrics
 from coolant.probe.service import RoundReport
 from coolant.schemas import Health
-from tests.probe.upstream import FakeUpstream
 from tests.support.ports import free_port
+from tests.support.upstream import FakeOpenAI
 
 ROOT = Path(__file__).resolve().parents[2]
+STATUSES = {"d1": 503}
+"""What the upstream answers (the `upstream` fixture, tests/probe/conftest.py); d0 and d2 are healthy."""
 
 
 def samples(text: str) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
@@ -51,14 +52,6 @@ def test_a_round_report_becomes_counters() -> None:
     assert got[("coolant_probe_last_round_timestamp_seconds", ())] == 1234.5
 
 
-@pytest.fixture
-async def upstream() -> AsyncIterator[FakeUpstream]:
-    up = FakeUpstream(statuses={"d1": 503})
-    await up.start()
-    yield up
-    await up.stop()
-
-
 def scrape(port: int) -> str | None:
     try:
         with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as resp:
@@ -68,7 +61,7 @@ def scrape(port: int) -> str | None:
 
 
 @pytest.mark.integration
-async def test_the_cli_serves_the_series(tmp_path: Path, kafka_bootstrap: str, upstream: FakeUpstream) -> None:
+async def test_the_cli_serves_the_series(tmp_path: Path, kafka_bootstrap: str, upstream: FakeOpenAI) -> None:
     tag = f"probe-m-{uuid.uuid4().hex[:10]}"
     deps = ["d0", "d1", "d2"]
     config = tmp_path / "config.yaml"
@@ -100,5 +93,5 @@ async def test_the_cli_serves_the_series(tmp_path: Path, kafka_bootstrap: str, u
         rc = proc.wait(timeout=30)
     assert got[("coolant_probe_records_total", (("healthy", "true"), ("model_group", "grp")))] == 2
     assert got[("coolant_probe_records_total", (("healthy", "false"), ("model_group", "grp")))] == 1
-    assert upstream.total() == len(deps)
+    assert upstream.count() == len(deps)
     assert rc == 0, log.read_text()

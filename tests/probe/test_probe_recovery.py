@@ -26,9 +26,9 @@ from coolant.io.materializer import cooldown_channel
 from coolant.processors import Engine
 from coolant.schemas import Health, Outcome, encode, from_dict, to_dict
 from coolant.topics import Topics
-from tests.probe.upstream import FakeUpstream
 from tests.support.kafka import produce, read_json, wait_caught_up
 from tests.support.records import ROOT
+from tests.support.upstream import FakeOpenAI
 from tests.support.waiting import wait_for
 from tests.support.worker import Case
 
@@ -40,7 +40,7 @@ EXTEND = 20
 STATUSES = {"dep-a": 503}
 
 
-def write_config(case: Case, up: FakeUpstream) -> None:
+def write_config(case: Case, up: FakeOpenAI) -> None:
     model_list = [{"model_name": "grp", "litellm_params": {"model": f"openai/m-{dep}", "api_base": up.base(dep),
                                                            "api_key": "sk-probe-recovery-test"},
                    "model_info": {"id": dep}} for dep in ("dep-a", "dep-b")]
@@ -59,7 +59,7 @@ def start_prober(case: Case, bootstrap: str, redis_url: str, log: Any) -> subpro
 
 
 async def test_probes_hold_then_release_a_cooled_deployment(
-    case: Case, kafka_bootstrap: str, redis_url: str, upstream: FakeUpstream
+    case: Case, kafka_bootstrap: str, redis_url: str, upstream: FakeOpenAI
 ) -> None:
     write_config(case, upstream)
     topics = Topics(case.prefix)
@@ -74,7 +74,7 @@ async def test_probes_hold_then_release_a_cooled_deployment(
     prober = start_prober(case, kafka_bootstrap, redis_url, log)
 
     def logs() -> str:
-        return f"{case.logs()}\n--- prober ---\n{log_path.read_text()[-3000:]}\nupstream calls: {dict(upstream.calls)}"
+        return f"{case.logs()}\n--- prober ---\n{log_path.read_text()[-3000:]}\nupstream calls: {upstream.names()}"
     try:
         async def assigned() -> bool:
             return "assigned partitions" in log_path.read_text()
@@ -89,7 +89,7 @@ async def test_probes_hold_then_release_a_cooled_deployment(
             return cds if any(c["reason"] == "health_check" for c in cds) else None
 
         holds = await wait_for(held, "a failing probe holding dep-a", 60, 0.2, logs)
-        upstream.statuses.pop("dep-a")  # the deployment heals
+        upstream.failing.pop("dep-a")  # the deployment heals
 
         async def released() -> bytes | None:
             return await client.get(f"{case.key_prefix}coolant:released:dep-a")

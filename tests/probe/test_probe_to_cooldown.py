@@ -20,9 +20,9 @@ import yaml
 from redis.asyncio import Redis
 
 from coolant.topics import Topics
-from tests.probe.upstream import FakeUpstream
 from tests.support.kafka import read_json, wait_caught_up
 from tests.support.records import ROOT, litellm_value
+from tests.support.upstream import FakeOpenAI
 from tests.support.waiting import wait_for
 from tests.support.worker import Case
 
@@ -33,7 +33,7 @@ STATUSES = {"dep-auth": 401}
 GROUPS = {"dep-auth": "grp-a", "dep-ok": "grp-a", "dep-solo": "grp-s"}
 
 
-def write_config(case: Case, up: FakeUpstream, health_cooldown: bool) -> None:
+def write_config(case: Case, up: FakeOpenAI, health_cooldown: bool) -> None:
     """One config for the worker and the prober: the case's file, so `case.worker` and replay read it too."""
     model_list = []
     for dep, group in GROUPS.items():
@@ -59,7 +59,7 @@ def probe_once(case: Case, bootstrap: str, redis_url: str) -> None:
 
 
 async def test_a_failed_probe_cools_the_deployment_in_redis(
-    case: Case, kafka_bootstrap: str, redis_url: str, upstream: FakeUpstream
+    case: Case, kafka_bootstrap: str, redis_url: str, upstream: FakeOpenAI
 ) -> None:
     write_config(case, upstream, health_cooldown=True)
     topics = Topics(case.prefix)
@@ -67,7 +67,7 @@ async def test_a_failed_probe_cools_the_deployment_in_redis(
     await w.wait_ready()  # the worker creates the health topic with its partitions before the prober writes
 
     await asyncio.to_thread(probe_once, case, kafka_bootstrap, redis_url)
-    assert {dep: len(calls) for dep, calls in upstream.calls.items()} == dict.fromkeys(GROUPS, 1)
+    assert dict(upstream.names()) == dict.fromkeys(GROUPS, 1)
     probes = await read_json(kafka_bootstrap, topics.health)
     assert sorted((p["deployment_id"], p["healthy"]) for p in probes) == [
         ("dep-auth", False), ("dep-ok", True), ("dep-solo", True)], probes
@@ -122,7 +122,7 @@ async def test_a_failed_probe_cools_the_deployment_in_redis(
 
 
 async def test_without_health_cooldown_a_failed_probe_only_changes_health(
-    case: Case, kafka_bootstrap: str, redis_url: str, upstream: FakeUpstream
+    case: Case, kafka_bootstrap: str, redis_url: str, upstream: FakeOpenAI
 ) -> None:
     """The control: the same probes with the default `health.cooldown: false` cool nothing (H2), health still flows."""
     write_config(case, upstream, health_cooldown=False)

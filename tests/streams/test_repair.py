@@ -13,6 +13,7 @@ from redis.asyncio import Redis
 from coolant.io.materializer import RedisSink, cooldown_key, litellm_value
 from coolant.schemas import Cooldown, Window, encode, to_dict
 from coolant.streams.repair import Repairer, in_force, release
+from tests.support.redis import scoped_redis
 
 
 def _cd(dep: str, ts: float, duration: float, eid: str = "e") -> Cooldown:
@@ -37,15 +38,9 @@ def test_in_force_takes_each_deployments_latest_end_still_ahead() -> None:
 
 @pytest.fixture
 async def r(redis_url: str) -> AsyncIterator[tuple[Redis, str]]:
-    client = Redis.from_url(redis_url)
     prefix = f"rtest-{uuid.uuid4().hex[:10]}:"
-    try:
+    async with scoped_redis(redis_url, prefix) as client:
         yield client, prefix
-    finally:
-        keys = [k async for k in client.scan_iter(match=f"{prefix}*")]
-        if keys:
-            await client.delete(*keys)
-        await client.aclose()
 
 
 async def test_reassert_restores_lost_keys_but_never_shortens_or_undoes_a_release(r: tuple[Redis, str]) -> None:

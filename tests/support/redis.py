@@ -9,9 +9,9 @@ import os
 import signal
 import subprocess
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import AsyncIterator, Iterable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import orjson
 import pytest
@@ -20,6 +20,9 @@ from tests import containers_support as containers
 from tests.support.brokers import shared_service
 from tests.support.ports import free_port
 from tests.support.records import litellm_value
+
+if TYPE_CHECKING:
+    from redis.asyncio import Redis
 
 
 @pytest.fixture(scope="session")
@@ -86,18 +89,28 @@ def _pid_alive(pid: int) -> bool:
     return True
 
 
-async def delete_redis_keys(url: str, prefix: str) -> None:
+@contextlib.asynccontextmanager
+async def scoped_redis(url: str, prefix: str) -> AsyncIterator[Redis]:
+    """A client on `url` that deletes every key under `prefix` when it closes: the test's keys, whatever it left."""
     from redis.asyncio import Redis
 
     client = Redis.from_url(url)
     try:
-        keys = [k async for k in client.scan_iter(match=prefix + "*", count=1000)]
-        if keys:
-            await client.delete(*keys)
-    except Exception:
-        pass
+        yield client
     finally:
-        await client.aclose()
+        try:
+            keys = [k async for k in client.scan_iter(match=prefix + "*", count=1000)]
+            if keys:
+                await client.delete(*keys)
+        finally:
+            await client.aclose()
+
+
+async def delete_redis_keys(url: str, prefix: str) -> None:
+    """Every key under `prefix` deleted; a Redis that does not answer is left as it is (a bench's clean-up)."""
+    with contextlib.suppress(Exception):
+        async with scoped_redis(url, prefix):
+            pass
 
 
 async def redis_mismatches(url: str, key_prefix: str, expected: dict[str, dict[str, Any]],
