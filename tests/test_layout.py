@@ -202,7 +202,7 @@ def test_only_the_live_shell_imports_faust(rules: dict[str, Rule]) -> None:
 
 ACROSS_FOLDERS = frozenset({"integration", "containers", "litellm", "data", "support"})
 """Test folders that follow no single package folder (docs/development.md says what each holds)."""
-TOP_LEVEL_TESTS = frozenset({"test_vectors.py", "test_layout.py", "test_spec.py", "test_readme.py"})
+TOP_LEVEL_TESTS = frozenset({"test_vectors.py", "test_layout.py", "test_spec.py", "test_readme.py", "test_docs.py"})
 
 
 def test_the_tests_mirror_the_package(rules: dict[str, Rule]) -> None:
