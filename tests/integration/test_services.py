@@ -3,12 +3,17 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 import uuid
+from pathlib import Path
 
+import pytest
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 from redis.asyncio import Redis
+
+from tests.support.brokers import LocalKafka
 
 
 async def test_redis_set_pxat_expires(redis_url: str) -> None:
@@ -71,3 +76,39 @@ async def test_kafka_produce_consume_roundtrip(kafka_bootstrap: str) -> None:
     finally:
         await admin.delete_topics([topic])
         await admin.close()
+
+
+def broker_processes(broker: LocalKafka) -> list[int]:
+    """Live processes running this broker (its own properties file on their command line), whatever the pidfile
+    says."""
+    mark = str(broker.node / "server.properties").encode()
+    found = []
+    for proc in Path("/proc").iterdir():
+        if proc.name.isdigit():
+            with contextlib.suppress(OSError):
+                cmdline = (proc / "cmdline").read_bytes()
+                if mark in cmdline and b"kafka.Kafka" in cmdline and (proc / "stat").read_text().split()[2] != "Z":
+                    found.append(int(proc.name))
+    return found
+
+
+def test_a_broker_start_that_times_out_leaves_no_broker(tmp_path: Path, kafka_bootstrap: str) -> None:
+    """The broker is launched, then `scripts/kafka-local start` gives up waiting for it: the broker, a daemon of
+    its own session, is killed rather than left running after the test (kafka_bootstrap: its jars exist)."""
+    broker = LocalKafka(tmp_path)
+    broker.env["KAFKA_START_TIMEOUT"] = "1"  # the broker cannot answer within 1 s
+    with pytest.raises(RuntimeError, match="failed"):
+        broker.start()
+    assert (broker.node / "kafka.pid").exists(), "the script's own timeout leaves its pidfile (the case reaped)"
+    assert broker_processes(broker) == []
+
+
+def test_a_broker_start_past_the_callers_timeout_leaves_no_broker(tmp_path: Path, kafka_bootstrap: str) -> None:
+    """The caller's timeout kills the script mid-start (`subprocess.run`'s timeout kills the script, not the
+    broker it launched): the broker is killed too."""
+    broker = LocalKafka(tmp_path)
+    broker.env["PYTHON"] = "false"  # the script's readiness probe never succeeds: it waits out its own 90 s
+    with pytest.raises(RuntimeError, match="timed out after 30 s"):
+        broker.start(timeout=30)
+    assert (broker.node / "kafka.pid").exists(), "the broker was launched before the caller gave up"
+    assert broker_processes(broker) == []

@@ -5,8 +5,10 @@ directories of their own. A test never stops the shared ones."""
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -77,6 +79,17 @@ def _shared_state() -> Path:
     return Path(os.environ.get("COOLANT_STATE_DIR") or ROOT / ".local")
 
 
+_started: set[LocalKafka] = set()
+"""Extra brokers started and not stopped yet: killed when the test process exits (`_reap_started`)."""
+
+
+@atexit.register
+def _reap_started() -> None:
+    """A test process that ends without its fixtures' teardown (an interrupted run) leaves no broker running."""
+    for broker in list(_started):
+        broker.reap()
+
+
 class LocalKafka:
     """A single-node broker from `scripts/kafka-local` (`start()`, `stop()`, `bootstrap`), its jars linked from
     the shared broker's state so no Maven run is needed. `secure`: SASL_SSL (SCRAM-SHA-512 over TLS) on
@@ -99,28 +112,71 @@ class LocalKafka:
             if (lib / ".complete").exists() and not (self.state / lib.name).exists():
                 (self.state / lib.name).symlink_to(lib.resolve(), target_is_directory=True)
 
-    def _run(self, action: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run([str(ROOT / "scripts" / "kafka-local"), action], env=self.env, capture_output=True,
-                              text=True, timeout=START_TIMEOUT, check=False)
+    @property
+    def node(self) -> Path:
+        """The broker's own directory under `state` (`scripts/kafka-local`'s NODE: pidfile, properties, logs)."""
+        return self.state / f"node-{self.port}"
 
-    def start(self) -> float:
-        """Start (or find running) and wait until it answers; the seconds that took."""
+    def _run(self, action: str, timeout: float = START_TIMEOUT) -> subprocess.CompletedProcess[str]:
+        """`scripts/kafka-local <action>`; a run past `timeout` is a failed run (rc -9), not an exception."""
+        cmd = [str(ROOT / "scripts" / "kafka-local"), action]
+        try:
+            return subprocess.run(cmd, env=self.env, capture_output=True, text=True, timeout=timeout, check=False)
+        except subprocess.TimeoutExpired as exc:
+            err = exc.stderr.decode(errors="replace") if isinstance(exc.stderr, bytes) else exc.stderr or ""
+            return subprocess.CompletedProcess(cmd, -9, "", f"{err}\ntimed out after {timeout:g} s")
+
+    def start(self, timeout: float = START_TIMEOUT) -> float:
+        """Start (or find running) and wait until it answers; the seconds that took. A start that fails or times
+        out leaves no broker behind: the script daemonizes the broker, so it would outlive the test."""
         t0 = time.monotonic()
-        r = self._run("start")
+        r = self._run("start", timeout)
         if r.returncode != 0:
+            self.reap()
             raise RuntimeError(f"kafka-local start on {self.port} failed (rc={r.returncode}):\n{r.stderr[-3000:]}")
+        _started.add(self)
         for line in r.stdout.splitlines():
             if line.startswith("KAFKA_CAFILE="):
                 self.cafile = line.split("=", 1)[1].strip()
         return time.monotonic() - t0
 
     def stop(self) -> float:
-        """Stop (a stopped broker stays stopped); the seconds that took."""
+        """Stop (a stopped broker stays stopped); the seconds that took. If the script's controlled shutdown
+        fails or hangs, the broker is killed (`reap`) before the error is raised."""
         t0 = time.monotonic()
         r = self._run("stop")
         if r.returncode != 0:
+            self.reap()
             raise RuntimeError(f"kafka-local stop on {self.port} failed (rc={r.returncode}):\n{r.stderr[-3000:]}")
+        _started.discard(self)
         return time.monotonic() - t0
+
+    def pid(self) -> int | None:
+        """The broker's process id if this broker's process is alive (its pidfile, checked against the process's
+        command line so a reused pid is never taken for it), else None."""
+        try:
+            pid = int((self.node / "kafka.pid").read_text().strip())
+            cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
+        except (OSError, ValueError):
+            return None
+        return pid if str(self.node / "server.properties").encode() in cmdline else None
+
+    def reap(self) -> None:
+        """Kill this broker's process, whatever state the script left it in (SIGKILL: it is a test's throwaway
+        broker). A broker the script is still launching writes its pidfile within moments: waited for briefly."""
+        deadline = time.monotonic() + 5
+        while (pid := self.pid()) is None and time.monotonic() < deadline:
+            if not (self.node / "kafka.pid").exists() and not (self.node / "server.properties").exists():
+                break  # the script never got as far as launching it
+            time.sleep(0.1)
+        if pid is not None:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+            with contextlib.suppress(ChildProcessError):  # the script's child, reparented: not ours to wait on
+                os.waitpid(pid, os.WNOHANG)
+            while time.monotonic() < deadline + 10 and Path(f"/proc/{pid}").exists() and self.pid() == pid:
+                time.sleep(0.1)
+        _started.discard(self)
 
     def log_tail(self, lines: int = 40) -> str:
         log = self.state / f"node-{self.port}" / "logs" / "server.log"
