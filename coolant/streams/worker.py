@@ -149,7 +149,7 @@ def run(cfg: Config, opts: WorkerOptions, loglevel: str = "info", shadow: Config
     """Blocks until the worker stops (SIGTERM/SIGINT shut it down cleanly). `verbose`: Faust's and the Kafka
     client's own logs at `loglevel` too (otherwise warnings only, see `quiet_libraries`)."""
     logs.install()
-    logs.hold_repeats()
+    logs.start_reporting(logs.hold_repeats())
     if not verbose:
         quiet_libraries()
     heap.tune()  # before any thread starts (see coolant/streams/heap.py)

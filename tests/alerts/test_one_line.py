@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import time
 
 import msgspec
 import pytest
@@ -80,6 +81,58 @@ def test_a_library_error_repeated_during_an_outage_is_one_line_then_a_count(capl
         for lg in (conn, fetcher):
             lg.removeFilter(repeats)
             lg.setLevel(logging.NOTSET)
+
+
+def test_an_outage_ends_with_one_line_counting_what_was_held_back(caplog: pytest.LogCaptureFixture) -> None:
+    """The errors stop (the broker is back): the count follows as one WARNING line once the template has been
+    quiet, and the next error of that kind (the next outage) is logged again, not counted into the last one."""
+    now = [1000.0]
+    repeats = logs.Repeats(window=60.0, clock=lambda: now[0], quiet=10.0)
+    conn = logging.getLogger("aiokafka.conn.test")
+    conn.addFilter(repeats)
+    conn.setLevel(logging.DEBUG)
+    try:
+        with caplog.at_level(logging.INFO):
+            for i in range(500):
+                now[0] += 0.01
+                conn.error("Unable connect to node with id %s: %s", i % 3, "[Errno 111] Connect call failed")
+            now[0] += 9.9
+            assert repeats.report() == 0, "quiet for less than 10 s: the outage may go on"
+            now[0] += 0.2
+            assert repeats.report() == 1
+            assert repeats.report() == 0, "each count is reported once"
+            now[0] += 5
+            conn.error("Unable connect to node with id %s: %s", 0, "[Errno 111] Connect call failed")
+        records = [(r.levelname, r.getMessage()) for r in caplog.records]
+        errors = [m for level, m in records if level == "ERROR"]
+        counts = [m for level, m in records if level == "WARNING"]
+        assert len(errors) == 2, records
+        assert errors[1] == "Unable connect to node with id 0: [Errno 111] Connect call failed", errors[1]
+        assert counts == ["aiokafka.conn.test: 499 more like 'Unable connect to node with id %s: %s' in the "
+                          "last 15 s (held back, one line per outage)"], counts
+    finally:
+        conn.removeFilter(repeats)
+        conn.setLevel(logging.NOTSET)
+
+
+def test_a_count_due_is_reported_by_the_reporting_thread(caplog: pytest.LogCaptureFixture) -> None:
+    repeats = logs.Repeats(window=60.0, quiet=0.05)
+    lg = logging.getLogger("mode.test")
+    lg.addFilter(repeats)
+    stop = logs.start_reporting(repeats, every=0.02)
+    try:
+        with caplog.at_level(logging.INFO):
+            for _ in range(3):
+                lg.warning("Timer %s woke up too late", "x")
+            deadline = time.monotonic() + 10
+            while not any("more like" in r.getMessage() for r in caplog.records) and time.monotonic() < deadline:
+                time.sleep(0.02)
+        lines = [r.getMessage() for r in caplog.records]
+        assert len(lines) == 2, lines
+        assert lines[1].startswith("mode.test: 2 more like 'Timer %s woke up too late' in the last "), lines[1]
+    finally:
+        stop.set()
+        lg.removeFilter(repeats)
 
 
 def test_repeats_go_on_every_library_logger() -> None:
