@@ -25,6 +25,7 @@ from coolant.streams import admin_views, metrics
 from coolant.streams.context import RAW, Context
 from coolant.streams.faust import RawTable
 from coolant.streams.health_state import encode_health_state
+from coolant.streams.lane import YIELD_EVERY
 from coolant.streams.pathstore import PathStore
 from coolant.streams.registry import LiveRegistry, follow
 
@@ -119,7 +120,9 @@ class Decider:
         dispositions: Counter[str] = Counter()
         sent: list[tuple[Any, Any, Step | None, float]] = []
         """The batch's outputs in flight: (message, delivery future, the step if it is a cooldown, decided when)."""
-        for message, rec in items:
+        for n, (message, rec) in enumerate(items, 1):
+            if not n % YIELD_EVERY:
+                await asyncio.sleep(0)
             dep = rec.deployment_id
             ps = store.load(dep)
             try:
@@ -199,8 +202,8 @@ class Decider:
         materializer that reads it back from the topic."""
         if self.early is not None:
             self.early.submit(cd)
-            # let the write go out now: otherwise it would start only once the rest of the batch is decided,
-            # its states flushed and acknowledged (the batch loop does not otherwise yield to the event loop)
+            # let the write go out now: otherwise it would start only at the batch's next yield (YIELD_EVERY),
+            # behind up to YIELD_EVERY states being flushed
             await asyncio.sleep(0)
 
     async def _emit(self, cd: Cooldown, value: bytes) -> None:

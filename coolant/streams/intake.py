@@ -24,7 +24,7 @@ from coolant.streams.context import Context
 from coolant.streams.decider import Decider
 from coolant.streams.faust import keep_unacknowledged, partition_count
 from coolant.streams.fence import Fence
-from coolant.streams.lane import FILL, Lane
+from coolant.streams.lane import FILL, YIELD_EVERY, Lane
 from coolant.streams.monitor import StallWatch, awaiting
 from coolant.streams.routing import PartitionCheck
 
@@ -111,8 +111,10 @@ class Intake:
                 await decider.decide(topic, items, arrived, taken)
             if ack:
                 acknowledge = self.ctx.app.consumer.ack
-                for message in batch:
+                for n, message in enumerate(batch, 1):
                     acknowledge(message)
+                    if not n % YIELD_EVERY:
+                        await asyncio.sleep(0)
         self.stall.progressed()
 
     async def _checked(self, topic: str, batch: list[Any]) -> tuple[list[tuple[Any, Outcome | Health]], float]:
@@ -126,7 +128,9 @@ class Intake:
         partitions = self.routing.partitions(topic)  # once per batch: a metadata lookup
         placed, here = self.routing.placed, self.routing.here
         deadletters = self.ctx.deadletters
-        for message in batch:
+        for n, message in enumerate(batch, 1):
+            if not n % YIELD_EVERY:
+                await asyncio.sleep(0)
             value = message.value
             if value is None:  # B1: nothing to decide or to report
                 tombstones += 1

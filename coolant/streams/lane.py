@@ -21,6 +21,12 @@ FILL = 1000
 FILL_WITHIN = 0.001
 """A batch smaller than FILL waits up to FILL_WITHIN seconds for more: the consumer hands over one message at a
 time, and a decider woken by the first would otherwise decide (and persist state) for batches of one or two."""
+YIELD_EVERY = 64
+"""Records (or states) a batch's loops go through between yields to the event loop (`if not n % YIELD_EVERY:
+await asyncio.sleep(0)`, inline: an async generator would cost more per record than the check). A batch is CPU
+work with no wait inside (a send does not wait for the broker), and a worker that fell behind takes thousands at
+once: without a yield, the fetch loop's hand-over, the replies of the early Redis writes and every other task
+waited for the whole batch, so every record's latency carried the batch's size."""
 
 
 class Lane:

@@ -20,6 +20,7 @@ outside Faust's per-event iteration (`faust/tables.py`).
 
 from __future__ import annotations
 
+import asyncio
 import functools
 import itertools
 from collections.abc import Callable, Iterator, MutableMapping
@@ -30,6 +31,7 @@ import orjson
 from coolant.processors.seen import SeenHashes
 from coolant.processors.state import PathState
 from coolant.streams.faust import RawTable
+from coolant.streams.lane import YIELD_EVERY
 
 SEP = b"\x1f"
 
@@ -73,8 +75,8 @@ class SeenView(MutableMapping[str, float]):
     - a forgotten bucket's tombstone is sent only once the state that stopped naming it is durable.
     """
 
-    __slots__ = ("_buckets", "_drained", "_dropping", "_ids", "_late", "_new", "_read", "_tombstones", "_top",
-                 "_unsure")
+    __slots__ = ("_buckets", "_drained", "_dropping", "_ids", "_late", "_new", "_one", "_read", "_tombstones",
+                 "_top", "_unsure")
 
     def __init__(
         self, read: Callable[[int], dict[str, float] | None] = lambda _: None,
@@ -92,6 +94,9 @@ class SeenView(MutableMapping[str, float]):
         self._buckets: dict[int, int] = {}
         """Buckets stored and not forgotten, and how many ids each holds."""
         self._new: dict[str, float] = {}
+        self._one: int | None = None
+        """The bucket every id of `_new` falls in, if they share one (None: they may not): at live rates they do
+        (the newest bucket's held ids), and `drain` then has no id to sort into buckets."""
         self._dropping: list[int] = []
         """Buckets forgotten since the last state was sent: the next state no longer names them."""
         self._tombstones: list[tuple[Any, list[int]]] = []
@@ -112,6 +117,7 @@ class SeenView(MutableMapping[str, float]):
         for event_id, ts in ids.items():
             add(hash(event_id), int(ts // SEEN_BUCKET))
         self._new.update(ids)
+        self._one = None
 
     def forget_before(self, horizon: float) -> None:
         """Forget every stored bucket that ends at or before the horizon (all its ids are older than it). New ids
@@ -144,7 +150,12 @@ class SeenView(MutableMapping[str, float]):
     def __setitem__(self, event_id: str, ts: float) -> None:
         bucket = int(ts // SEEN_BUCKET)
         self._ids.add(hash(event_id), bucket)
-        self._new[event_id] = ts
+        new = self._new
+        if not new:
+            self._one = bucket
+        elif bucket != self._one:
+            self._one = None
+        new[event_id] = ts
         if bucket > self._top:
             self._top = bucket
             if self._late is not None:  # ts <= hw: never sooner than L3 allows
@@ -221,15 +232,20 @@ class SeenView(MutableMapping[str, float]):
             due = [(f, buckets) for f, buckets in self._tombstones if _durable(f)]
             self._tombstones = [(f, buckets) for f, buckets in self._tombstones if not _durable(f)]
             out += [(b, None) for _, buckets in due for b in buckets]
+        new = self._new
         grouped: dict[int, dict[str, float]] = {}
-        for event_id, ts in self._new.items():
-            grouped.setdefault(int(ts // SEEN_BUCKET), {})[event_id] = ts
+        if new and self._one is not None:  # one bucket: nothing to sort
+            grouped[self._one] = new
+        else:
+            for event_id, ts in new.items():
+                grouped.setdefault(int(ts // SEEN_BUCKET), {})[event_id] = ts
         self._new = {}
         if grouped:
             newest = max(max(grouped), max(self._buckets, default=-1))
             held = grouped.get(newest)
             if held is not None and len(held) <= hold:
                 self._new = grouped.pop(newest)
+                self._one = newest
         self._drained = {bucket: dict(ids) for bucket, ids in grouped.items()} if grouped else _NONE
         for bucket, ids in grouped.items():
             if bucket in self._buckets:
@@ -357,7 +373,10 @@ class PathStore:
         state_topic = self.state_table.changelog
         seen_topic = self.seen_table.changelog
         seen_data = self.seen_table.data
-        for deployment_id, (ps, partition) in self._dirty.items():
+        dirty = list(self._dirty.items())
+        for n, (deployment_id, (ps, partition)) in enumerate(dirty, 1):
+            if not n % YIELD_EVERY:
+                await asyncio.sleep(0)
             key = deployment_id.encode()
             view = ps.seen
             assert isinstance(view, SeenView)
@@ -383,7 +402,9 @@ class PathStore:
                 if seen_data.pop(old_key, None) is not None:
                     await producer.send(seen_topic, old_key, None, partition, None, None)
                     writes += 1
-        self._dirty.clear()
+        for deployment_id, entry in dirty:  # not one touched again while the flush yielded
+            if self._dirty.get(deployment_id) is entry:
+                del self._dirty[deployment_id]
         return writes
 
     def reset(self) -> None:

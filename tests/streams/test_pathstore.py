@@ -17,6 +17,7 @@ from coolant.processors import step_outcome
 from coolant.processors.state import PathState
 from coolant.schemas import Outcome, decode
 from coolant.streams import pathstore
+from coolant.streams.lane import YIELD_EVERY
 from coolant.streams.pathstore import SEEN_BUCKET, SEP, PathStore, SeenView, bucket_key
 from tests.support.records import fleet_traffic, write_config
 
@@ -286,3 +287,43 @@ def test_unknown_deployment_loads_empty() -> None:
     ps = store.load("nobody")
     assert isinstance(ps, PathState)
     assert len(ps.seen) == 0
+
+
+def test_a_large_flush_lets_other_tasks_run_and_keeps_what_they_touch() -> None:
+    """A flush of thousands of states (a worker that fell behind) yields to the event loop every YIELD_EVERY of
+    them, so the fetch loop and the early Redis writes' replies do not wait for all of it; a state touched while
+    it yielded (the other lane, with recovery) stays marked for the next flush, not cleared with the rest."""
+    store = PathStore(FakeTable("state"), FakeTable("seen"))
+    producer = FakeProducer()
+    n = 10 * YIELD_EVERY
+    for i in range(n):
+        ps = store.load(f"dep-{i}")
+        ps.seen[f"e{i}"] = 1.0
+        store.touch(f"dep-{i}", ps, partition=0)
+
+    async def run() -> int:
+        turns = 0
+
+        async def meanwhile() -> None:
+            nonlocal turns
+            while True:
+                turns += 1
+                if turns == 2:  # mid-flush: the first deployment's state changes again
+                    ps = store.load("dep-0")
+                    ps.seen["again"] = 2.0
+                    store.touch("dep-0", ps, partition=0)
+                await asyncio.sleep(0)
+
+        other = asyncio.get_running_loop().create_task(meanwhile())
+        await asyncio.sleep(0)
+        before = turns
+        assert await store.flush(producer) == n
+        other.cancel()
+        return turns - before
+
+    assert asyncio.run(run()) >= n // YIELD_EVERY - 1
+    assert len(producer.sent) == n
+    ps = store.load("dep-0")
+    assert "again" in ps.seen
+    assert asyncio.run(store.flush(producer)) == 1, "dep-0 was touched after its write: flushed again"
+    assert "again" in orjson.loads(store.state_table.data[b"dep-0"])["unsure"]

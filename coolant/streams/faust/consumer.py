@@ -30,7 +30,7 @@ from faust.transport import consumer as faust_consumer
 from faust.transport.drivers import aiokafka as faust_aiokafka
 
 from coolant.streams import metrics
-from coolant.streams.lane import Lane
+from coolant.streams.lane import YIELD_EVERY, Lane
 from coolant.topics import is_internal_topic
 
 log = logging.getLogger(__name__)
@@ -132,7 +132,11 @@ def consumer_class(lanes: Mapping[str, Lane]) -> type[SeekSafeConsumer]:
                     await self.sleep(0)
                     if self.should_stop:
                         continue
+                    n = 0
                     async for tp, message in batch:
+                        n += 1
+                        if not n % YIELD_EVERY:  # a fetch of 1,000 records is not one uninterrupted hand-over
+                            await asyncio.sleep(0)
                         offset = message.offset
                         r_offset = read_offset[tp]
                         if r_offset is not None and offset < r_offset:
