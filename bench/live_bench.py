@@ -309,24 +309,38 @@ async def paced(rate: float, until: float) -> AsyncIterator[int]:
         n += 1
 
 
-async def sustain_run(worker: Worker, prefix: str, rate: float, seconds: float) -> None:
-    """Background traffic over every deployment; RSS printed every 30 s."""
+async def sustain_run(worker: Worker, prefix: str, rate: float, seconds: float) -> list[dict[str, float]]:
+    """Background traffic over every deployment; RSS printed (and returned) every 30 s. Each report is read in a
+    thread of its own, so a slow one (a busy worker's /metrics, a --memory-profile snapshot) never holds up the
+    traffic: a report still running when the next is due is skipped."""
     producer = AIOKafkaProducer(bootstrap_servers=BOOTSTRAP, linger_ms=5)
     await producer.start()
     topic = prefix + "outcomes"
     t0 = time.perf_counter()
     next_report = t0 + 30
+    samples: list[dict[str, float]] = []
+    reporting: asyncio.Future[None] | None = None
+
+    def report(at: float, sent: int) -> None:
+        done = worker.metric("coolant_records_total")
+        rss, peak = worker.memory()
+        samples.append({"s": round(at), "sent": sent, "processed": done, "rss_mb": round(rss, 1),
+                        "peak_mb": round(peak, 1)})
+        print(f"  sustain {at:5.0f} s: {sent:,} sent, {done:,.0f} processed, {worker.memory_line()}", file=sys.stderr)
+
     try:
         async for n in paced(rate, t0 + seconds):
             dep = f"dep-{n % DEPLOYMENTS}"
             await producer.send(topic, outcome(n, time.time(), dep, ok=n % 200 != 0), key=dep.encode())
             if time.perf_counter() >= next_report:
                 next_report += 30
-                done = worker.metric("coolant_records_total")
-                print(f"  sustain {time.perf_counter() - t0:5.0f} s: {n:,} sent, {done:,.0f} processed, "
-                      f"{worker.memory_line()}", file=sys.stderr)
+                if reporting is None or reporting.done():
+                    reporting = asyncio.ensure_future(asyncio.to_thread(report, time.perf_counter() - t0, n))
+        if reporting is not None:
+            await reporting
     finally:
         await producer.stop()
+    return samples
 
 
 async def latency_run(prefix: str, rate: float, probes: int, linger_ms: int = 0) -> list[float]:
@@ -536,12 +550,12 @@ def main() -> None:
         worker = Worker(config, prefix, workdir)
         try:
             worker.wait_ready()
-            asyncio.run(sustain_run(worker, prefix, a.rate, a.sustain))
+            samples = asyncio.run(sustain_run(worker, prefix, a.rate, a.sustain))
             time.sleep(5)  # let it drain what is in flight
             print(f"sustain    {a.rate:,.0f} records/s over {DEPLOYMENTS:,} deployments for {a.sustain:,.0f} s: "
                   f"{worker.metric('coolant_records_total'):,.0f} processed; {worker.memory_line()}")
             rss, peak = worker.memory()
-            figures["sustain"] = {"seconds": a.sustain, "rss_mb": rss, "peak_mb": peak}
+            figures["sustain"] = {"seconds": a.sustain, "rss_mb": rss, "peak_mb": peak, "samples": samples}
         finally:
             worker.stop()
     figures["load_after"] = os.getloadavg()
