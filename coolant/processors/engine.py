@@ -111,7 +111,7 @@ def step_outcome(policy: Policy, ps: PathState, rec: Outcome) -> Step:
         windows.bump(pod, ts, ok)
     if ok:
         if o.outlier is not None:
-            outlier.answered(ps, ts)  # X10.2, X11.1
+            outlier.answered(ps, ts, outlier.began(rec))  # X10.2, X10.4, X10.5, X11.1
         if ps.probation:
             ps.probation = False  # X7.2: a success ends probation
         return COUNTED if o.quota is None else _quota_step(policy, ps, rec)

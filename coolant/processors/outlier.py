@@ -95,12 +95,20 @@ def kind(rec: Outcome) -> Kind:
     return Kind.FAILED if status >= 500 or status == 408 else Kind.ANSWERED
 
 
-def answered(ps: PathState, ts: float) -> None:
-    """X10.2 and X11.1 for an answer: the streak ends, unless the answer is older than the streak's first failure
-    (X10.4: LiteLLM's proxy reports a failure from the request's exception path but queues a success for its
-    logging worker, so under load answers from before an incident reach the partition after its first
-    failures, and would reset the streak every time); the answer counts in its bucket."""
-    if ts >= ps.in_row_since:
+def began(rec: Outcome) -> float:
+    """When the attempt began: its ts less its latency (the ts alone when the publisher gave none)."""
+    latency = rec.latency_ms
+    return rec.ts if latency is None else rec.ts - latency / 1000.0
+
+
+def answered(ps: PathState, ts: float, start: float) -> None:
+    """X10.2 and X11.1 for an answer (ts, and `start`, when its attempt began): the streak ends, unless the answer
+    is older than the streak's first failure (X10.4: LiteLLM's proxy reports a failure from the request's
+    exception path but queues a success for its logging worker, so under load answers from before an incident
+    reach the partition after its first failures, and would reset the streak every time) or its attempt began
+    before that failure's did (X10.5: a stream admitted before the incident that ends after its first failure);
+    the answer counts in its bucket."""
+    if ts >= ps.in_row_since and start >= ps.in_row_began:
         ps.in_row = 0
     cell = ps.recent.get(k := int(ts // BUCKET))
     if cell is None:
@@ -113,11 +121,12 @@ def observe(ps: PathState, rec: Outcome) -> Kind:
     """X10.1-X10.2 and X11.1: one counted outcome into the streak and the recent buckets; returns its kind."""
     what = kind(rec)
     if what is Kind.ANSWERED:
-        answered(ps, rec.ts)
+        answered(ps, rec.ts, began(rec))
     elif what is Kind.FAILED:
         ts = rec.ts
         if ps.in_row == 0:
             ps.in_row_since = ts
+            ps.in_row_began = began(rec)
         ps.in_row += 1
         cell = ps.recent.get(k := int(ts // BUCKET))
         if cell is None:

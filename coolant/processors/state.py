@@ -96,6 +96,8 @@ class PathState:
     them (X10.4), in partition order."""
     in_row_since: float = NEG_INF
     """X10: the ts of the first of those failures (the cooldown's `window.start`)."""
+    in_row_began: float = NEG_INF
+    """X10.5: when the first of those failures' attempt began (its ts less its latency)."""
     recent: dict[int, list[int]] = field(default_factory=dict)
     """Outlier profile (X11): one-second bucket index -> [other outcomes, counted failures]."""
 
@@ -118,8 +120,11 @@ class PathState:
         if self.hold is not None:
             out["hold"] = self.hold.to_list()
         if self.in_row or self.recent:  # the outlier profile's, likewise only when it holds something
-            out["outlier"] = {"in_row": self.in_row, "since": _opt(self.in_row_since),
-                              "recent": [[k, v[0], v[1]] for k, v in self.recent.items()]}
+            outlier: dict[str, Any] = {"in_row": self.in_row, "since": _opt(self.in_row_since),
+                                       "recent": [[k, v[0], v[1]] for k, v in self.recent.items()]}
+            if self.in_row_began != NEG_INF:  # X10.5's, written only when known: older states read the same
+                outlier["began"] = self.in_row_began
+            out["outlier"] = outlier
         return out
 
     @classmethod
@@ -146,6 +151,7 @@ class PathState:
             None if (h := d.get("hold")) is None else Hold(h[0], h[1]),
             in_row=outlier.get("in_row", 0),
             in_row_since=NEG_INF if outlier.get("since") is None else outlier["since"],
+            in_row_began=outlier.get("began", NEG_INF),
             recent={int(k): [n, f] for k, n, f in outlier.get("recent", ())},
         )
 

@@ -7,6 +7,7 @@ history for the records whose second lies in the window).
 
 from __future__ import annotations
 
+import json
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -20,6 +21,7 @@ from vectors_support import T0
 from coolant import schemas
 from coolant.config.loader import parse_config
 from coolant.processors import Engine, Policy
+from coolant.processors.state import PathState
 
 GATEWAY = {"APIConnectionError", "Timeout", "InternalServerError", "ServiceUnavailableError", "BadGatewayError",
            "MidStreamFallbackError", "APIError"}
@@ -95,6 +97,9 @@ def streams(draw: st.DrawFn) -> tuple[dict[str, Any], Knobs, list[schemas.Outcom
             d = {"ok": False, "status_code": status, "exception_type": exc, "origin": origin}
             if draw(st.integers(0, 12)) == 0:
                 d["source"] = "pre_call_check"
+        latency = draw(st.sampled_from([None, None, 0.0, 400.0, 1500.0, 6000.0]))
+        if latency is not None:
+            d["latency_ms"] = latency  # a stream that began seconds before it ended (X10.5)
         rec = schemas.from_dict({"schema": schemas.OUTCOME_SCHEMA, "event_id": f"e{i}", "ts": ts,
                                  "deployment_id": dep, "model_group": groups[dep], **d})
         assert isinstance(rec, schemas.Outcome)
@@ -124,13 +129,15 @@ def model(policy: Policy, knobs: Knobs, records: Sequence[schemas.Outcome]) -> l
         if compatible:
             reason = "compatible"
         elif kind is True and not policy.lone(g):
-            # recounted from the first record; an answer older than the streak's first failure leaves it (X10.4)
-            streak, since = 0, -math.inf
+            # recounted from the first record; an answer older than the streak's first failure (X10.4), or that
+            # began before it began (X10.5), leaves it
+            streak, since, began = 0, -math.inf, -math.inf
             for prev, prev_kind, prev_fired in [*past, (rec, kind, False)]:
+                start = prev.ts - (prev.latency_ms or 0) / 1000
                 if prev_kind is True:
-                    since = prev.ts if streak == 0 else since
+                    since, began = (prev.ts, start) if streak == 0 else (since, began)
                     streak = 0 if prev_fired else streak + 1
-                elif prev_kind is False and prev.ts >= since:
+                elif prev_kind is False and prev.ts >= since and start >= began:
                     streak = 0
             k = knobs.k_single if policy.single(g) else knobs.k
             if streak >= k:
@@ -156,16 +163,22 @@ def model(policy: Policy, knobs: Knobs, records: Sequence[schemas.Outcome]) -> l
 @SETTINGS
 @given(streams())
 def test_o1_and_o2_are_the_brute_force_models(stream: tuple[dict[str, Any], Knobs, list[schemas.Outcome]]) -> None:
-    """X9-X12 (consecutive failures, the recent share, lone primaries) cool exactly where the model says."""
+    """X9-X12 (consecutive failures, the recent share, lone primaries) cool exactly where the model says, and so
+    does an engine whose request-path state makes a JSON round trip after every record (the streak's first ts and
+    start, X10.4 and X10.5, are persisted as the live worker persists them)."""
     config, knobs, records = stream
     policy = parse_config(config).policy
-    engine = Engine(policy)
-    got = []
+    engine, persisted = Engine(policy), Engine(policy)
+    got, again = [], []
     for rec in records:
-        cd = engine.feed(rec).cooldown
-        got.append(None if cd is None or cd.reason not in ("consecutive_failures", "recent_failure_rate")
-                   else (cd.deployment_id, cd.reason, cd.until))
+        for eng, out in ((engine, got), (persisted, again)):
+            cd = eng.feed(rec).cooldown
+            out.append(None if cd is None or cd.reason not in ("consecutive_failures", "recent_failure_rate")
+                       else (cd.deployment_id, cd.reason, cd.until))
+        for state in persisted.states.values():
+            state.request = PathState.from_dict(json.loads(json.dumps(state.request.to_dict())), state.request.seen)
     assert got == model(policy, knobs, records)
+    assert again == got
 
 
 COMPATIBLE_TWINS = ("default", "sliding", "counters_off", "coalesce", "router_cooldown", "router_af", "router_policy",
