@@ -64,11 +64,22 @@ def gate(policy: Policy, entry: DeploymentEntry | None, failure: Failure, durati
         return Skip.DISABLED
     if duration is not None and duration == 0:
         return Skip.ZERO_DURATION
-    if not _status_passes(status) and cat.resolve(entry.allowed_fails_policy, failure.categories) is None:
+    if exempt(entry, failure):
         return Skip.STATUS_EXEMPT
     if entry.wildcard:
         return Skip.WILDCARD
     return None
+
+
+def exempt(entry: DeploymentEntry, failure: Failure) -> bool:
+    """G6 stops the failure: its status is the caller's request (400, 403, 409, 422, ...), not the deployment,
+    and the deployment's own policy has no entry for it. A null status is G2's, not G6's."""
+    status = failure.status
+    return (
+        status is not None
+        and not _status_passes(status)
+        and cat.resolve(entry.allowed_fails_policy, failure.categories) is None
+    )
 
 
 def _status_passes(status: int) -> bool:

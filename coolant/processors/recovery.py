@@ -7,9 +7,11 @@ replay` of the same records makes the same holds and releases as the live worker
 - RC1: only a probe of a known deployment whose request-path cooldown is in force at the probe's `ts` counts;
   any other probe is H1-H3's alone, as before.
 - RC2: a probe after the cooldown ended closes the hold (its bound and its healthy streak start again).
-- RC3: a failed probe holds the cooldown `extend` seconds past the probe, never past the hold's first failing
-  probe + `max_hold` (the bound); a new record only when that moves the end by at least `extend / 2`, so a
-  prober calling every second writes one record per `extend / 2` seconds, not one per probe.
+- RC3: a failed probe that G6 passes holds the cooldown `extend` seconds past the probe, never past the hold's
+  first failing probe + `max_hold` (the bound); a new record only when that moves the end by at least
+  `extend / 2`, so a prober calling every second writes one record per `extend / 2` seconds, not one per probe.
+  A probe refused for its request (a 400, 403, 409, 422 without the deployment's own policy entry) was answered:
+  it is H1-H3's alone, so a probe the deployment cannot take never holds a healthy deployment cooled.
 - RC4: `release_after` healthy probes in a row release the deployment at the last probe's `ts`: the cooldown
   in force ends there (Redis and every pod's copy, through the push), and cooldowns that started at or before it
   stay released.
@@ -25,7 +27,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from coolant.processors.decide import Candidate
+from coolant.processors.categories import exception_name
+from coolant.processors.decide import Candidate, Failure, exempt
 from coolant.processors.dispositions import Disposition
 from coolant.processors.emit import build
 from coolant.processors.policy import DeploymentEntry, Options
@@ -70,6 +73,8 @@ def on_probe(o: Options, entry: DeploymentEntry, ps: PathState, rec: Health) -> 
         if hold is not None:
             hold.since, hold.good = None, 0
         return None
+    if not rec.healthy and exempt(entry, Failure(rec.status_code, exception_name(rec.exception_type), ts)):
+        return None  # RC3: G6 stops it, as H2's gate does
     if hold is None:
         hold = ps.hold = Hold()
     if rec.healthy:  # RC4

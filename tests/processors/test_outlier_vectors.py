@@ -10,7 +10,7 @@ from __future__ import annotations
 import functools
 
 import pytest
-from vectors_support import NO, V, cool, fail, no, pre_call, run_vector, success
+from vectors_support import NO, V, cool, fail, no, pre_call, probe, run_vector, success
 
 OUT = {"co.profile": "outlier"}
 FB = {"rs.fallbacks": [{"g": ["h"]}]}
@@ -102,6 +102,15 @@ VECTORS = [
                               *[fail(500, at=t) for t in (37, 38, 39)]],
       [BELOW, no("counted"), BELOW, BELOW, cf(5, window=(35, 0, 4))],
       "X10.5: a failure without latency began at its ts"),
+    # RC3 with G6: a probe refused for its request neither holds nor breaks RC4's streak
+    V("OV53", 2, OUT, None, [fail(429, at=30), probe(409, at=31), probe(503, at=32), probe(healthy=True, at=33),
+                             probe(409, at=34), probe(healthy=True, at=35)],
+      [cool("rate_limited", 5), no("probe"), cool("health_check", 10, window=(32, 0, 1)), no("held"), no("probe"),
+       no("released")],
+      "RC3, G6: a 409 probe is H1's alone; the 503 holds; the 409 leaves the healthy streak"),
+    V("OV54", 2, {**OUT, "mi.allowed_fails_policy": {"BadRequestErrorAllowedFails": 0}}, None,
+      [fail(400, at=30), probe(400, at=31)], [cool("allowed_fails", 5), cool("health_check", 10, window=(31, 0, 1))],
+      "RC3, G6: the deployment's own policy reopens the gate for a 400 probe"),
     V("OV14", 2, {**OUT, "co.outlier": {"consecutive": 2}}, QUIET, [fail(500)] * 2, [BELOW, cf(5)], "knob"),
     V("OV15", 2, OUT, QUIET, [*[fail(500)] * 3, fail(500, ra="17")], [BELOW, BELOW, BELOW, cf(17)], "T2 duration"),
     # X12: a lone primary with somewhere to go
