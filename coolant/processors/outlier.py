@@ -101,6 +101,12 @@ def began(rec: Outcome) -> float:
     return rec.ts if latency is None else rec.ts - latency / 1000.0
 
 
+def ends(since: float, first_began: float, ts: float, start: float) -> bool:
+    """X10.2, X10.4, X10.5: an answer at `ts` whose attempt began at `start` ends a streak whose first failure is
+    at `since` and began at `first_began`. The worker's streak and the pod's own (PF8) end by this one rule."""
+    return ts >= since and start >= first_began
+
+
 def answered(ps: PathState, ts: float, start: float) -> None:
     """X10.2 and X11.1 for an answer (ts, and `start`, when its attempt began): the streak ends, unless the answer
     is older than the streak's first failure (X10.4: LiteLLM's proxy reports a failure from the request's
@@ -108,7 +114,7 @@ def answered(ps: PathState, ts: float, start: float) -> None:
     reach the partition after its first failures, and would reset the streak every time) or its attempt began
     before that failure's did (X10.5: a stream admitted before the incident that ends after its first failure);
     the answer counts in its bucket."""
-    if ts >= ps.in_row_since and start >= ps.in_row_began:
+    if ends(ps.in_row_since, ps.in_row_began, ts, start):
         ps.in_row = 0
     cell = ps.recent.get(k := int(ts // BUCKET))
     if cell is None:

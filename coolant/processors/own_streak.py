@@ -33,13 +33,18 @@ class Streak:
     """One (gateway, deployment)'s X10 state over the pod's own records, and its newest ts (for L1)."""
 
     in_row: int = 0
-    """Failures since the last answer that ended the streak (X10.1, X10.2, X10.4)."""
+    """Failures since the last answer that ended the streak (X10.1, X10.2, X10.4, X10.5)."""
     since: float = NEG_INF
     """The ts of the first of them."""
+    began: float = NEG_INF
+    """When the first of them began (X10.5, `outlier.began`)."""
     fired: bool = False
     """The pod cooled on this streak: it decides nothing more until an answer ends the worker's streak too."""
     latest: float = NEG_INF
-    """The newest ts of the streak's failures: an answer no older ends the worker's streak, whatever it holds."""
+    """The newest ts of the streak's failures: with `latest_began`, an answer no older, whose attempt began no
+    earlier, ends the worker's streak, whatever it holds."""
+    latest_began: float = NEG_INF
+    """The latest start of the streak's failures' attempts."""
     hw: float = NEG_INF
 
 
@@ -56,9 +61,10 @@ def own_streak(policy: Policy, own: OwnStreaks, rec: Outcome) -> Cooldown | None
     at the streak's first failure with `in_row` >= k (k = `consecutive_single`) that passes the gate: with one
     publisher the worker's streak is then the pod's, record for record, so X10 fires on the same record (or a
     compatible rule cooled it first). Once the pod fired, the worker's `in_row` may differ from the pod's (a
-    compatible cooldown instead of X10 does not reset it; X10.3's reset moves X10.4's `since`), so the pod waits
-    for an answer no older than any failure of the streak, which ends the worker's streak too. Later cooldowns of
-    a longer streak, X13's re-cool and RC3's holds read the fleet's state: the worker's, pushed."""
+    compatible cooldown instead of X10 does not reset it; X10.3's reset moves X10.4's `since` and X10.5's start),
+    so the pod waits for an answer no older than any failure of the streak whose attempt began no earlier than
+    any of theirs, which ends the worker's streak too. Later cooldowns of a longer streak, X13's re-cool and
+    RC3's holds read the fleet's state: the worker's, pushed."""
     o = policy.options
     out = o.outlier
     if out is None or fleet_dependent(policy):
@@ -77,16 +83,19 @@ def own_streak(policy: Policy, own: OwnStreaks, rec: Outcome) -> Cooldown | None
     if not counted(o, rec):
         return None
     what = outlier.kind(rec)
+    start = outlier.began(rec)
     if what is outlier.Kind.ANSWERED:
-        if ts >= (streak.latest if streak.fired else streak.since):  # X10.2, X10.4
-            streak.in_row, streak.fired, streak.latest = 0, False, NEG_INF
+        if (outlier.ends(streak.latest, streak.latest_began, ts, start) if streak.fired
+                else outlier.ends(streak.since, streak.began, ts, start)):  # X10.2, X10.4, X10.5
+            streak.in_row, streak.fired, streak.latest, streak.latest_began = 0, False, NEG_INF, NEG_INF
         return None
     if what is outlier.Kind.UNSEEN:
         return None
     if streak.in_row == 0:
-        streak.since = ts
+        streak.since, streak.began = ts, start
     streak.in_row += 1  # X10.1
     streak.latest = max(streak.latest, ts)
+    streak.latest_began = max(streak.latest_began, start)
     if streak.fired or streak.in_row < out.consecutive_single:
         return None
     duration = request_duration(policy, entry, rec.cooldown_time, rec.retry_after, ts)

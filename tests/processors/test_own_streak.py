@@ -2,7 +2,7 @@
 
 Two properties: against a brute-force model that recounts each pod's own history at every record (several pods,
 so the pod's streak is its own evidence), and against the worker's engine when one pod publishes everything
-(its cooldown is then the worker's for the same record). The vectors PV13-PV25 pin the cases.
+(its cooldown is then the worker's for the same record). The vectors PV13-PV28 pin the cases.
 """
 
 from __future__ import annotations
@@ -63,11 +63,17 @@ def lone_primary(coolant: dict[str, Any] | None = None, router: dict[str, Any] |
                       *fails(3, 7)], [2, 10]),                                           # pod cooled
     (lone_primary(), [*fails(3), outcome(3, 4, False), outcome(9, 3, True),              # PV25: an answer
                       *fails(3, 5)], [2]),                                               # older than T0+4
+    (lone_primary(), [*fails(1, latency_ms=1000), outcome(9, 1, True, latency_ms=3000),  # PV26: X10.5, an
+                      *fails(2, 2)], [3]),                                               # answer begun earlier
+    (lone_primary(), [*fails(3, latency_ms=1000), *fails(1, 3),                          # PV27: once cooled,
+                      outcome(9, 4, True, latency_ms=2000), *fails(3, 5)], [2]),         # begun before T0+3
+    (lone_primary(), [*fails(3, latency_ms=1000), outcome(9, 3, True, latency_ms=2000),  # PV28: begun at T0+1
+                      *fails(3, 4)], [2, 6]),                                            # ends it
     (lone_primary(router={"disable_cooldowns": True}), fails(3), []),                    # G4
     (lone_primary(), fails(3, cooldown_time=0), []),                                     # G5
 ])
 def test_which_streaks_a_pod_decides(policy: Policy, records: list[Outcome], decided: list[int]) -> None:
-    """The vectors of docs/windows.md §6 (PV13-PV25 but PV22): which records the pod cools on its own streak;
+    """The vectors of docs/windows.md §6 (PV13-PV28 but PV22): which records the pod cools on its own streak;
     each is the worker's cooldown for the same record (one pod publishes them all)."""
     got = decisions(policy, records)
     assert [i for i, cd in enumerate(got) if cd is not None] == decided
@@ -129,24 +135,28 @@ def pods_streams(draw: st.DrawFn) -> Stream:
 def model(policy: Policy, k: int, records: list[Outcome]) -> list[int]:
     """The indexes of the records PF8 cools, each one recounted from the start of its pod's history of the
     deployment: a failure cools once the failures since the streak's last end reach k; an answer ends the streak
-    when it is no older than its first failure (X10.4), or, once the pod cooled, than every failure of it."""
+    when it is no older than its first failure (X10.4) and began no earlier (X10.5), or, once the pod cooled, than
+    every failure of it."""
     out = []
     for i, rec in enumerate(records):
         entry = policy.registry.get(rec.deployment_id)
         if entry is None or not policy.single(entry.model_group) or policy.lone(entry.model_group):
             continue
         mine = [r for r in records[: i + 1] if (r.gateway, r.deployment_id) == (rec.gateway, rec.deployment_id)]
-        failures: list[float] = []  # the ts of the streak's failures
+        failures: list[tuple[float, float]] = []  # the (ts, start) of the streak's failures
         cools = fired = False
         for r in mine:
             kind = None if r.source == "pre_call_check" and not r.ok else counted_failure(r)
+            start = r.ts - (r.latency_ms or 0) / 1000
             cools = False
             if kind is True:
-                failures.append(r.ts)
+                failures.append((r.ts, start))
                 cools = not fired and len(failures) >= k
                 fired = fired or cools
-            elif kind is False and failures and r.ts >= (max(failures) if fired else failures[0]):
-                failures, fired = [], False
+            elif kind is False and failures:
+                bar = [f for f in failures if fired] or failures[:1]
+                if all(r.ts >= ts and start >= began for ts, began in bar):
+                    failures, fired = [], False
         if cools:
             out.append(i)
     return out
@@ -182,7 +192,8 @@ and off, X8 (PF7), `recool: overwrite` and the probes' holds and releases (RC3-R
 @st.composite
 def outages(draw: st.DrawFn) -> Case:
     """A lone primary p (group g0, falling back to g1) failing in bursts: 503s, cut streams and timeouts, answers
-    between, a caller's disconnect now and then, a few probes, records out of order by up to 2 s."""
+    between, a caller's disconnect now and then, a few probes, records out of order by up to 2 s, and attempts
+    that began up to 6 s before they ended (a stream admitted before the burst that ends in it: X10.5)."""
     preset = draw(st.sampled_from(sorted(PRESETS)))
     config = {"model_list": [
         {"model_name": "g0", "litellm_params": {"model": "openai/g0"}, "model_info": {"id": "p"}},
@@ -205,6 +216,10 @@ def outages(draw: st.DrawFn) -> Case:
                  "origin": origin}
         if d["schema"] == schemas.OUTCOME_SCHEMA:
             d["gateway"] = "pod"
+            # an answer's attempt often began long before it ended (a stream), a failure's less often (X10.5)
+            latency = draw(st.sampled_from([None, 400.0, 3000.0, 6000.0] if d["ok"] else [None, None, 0.0, 1000.0]))
+            if latency is not None:
+                d["latency_ms"] = latency
         rec = schemas.from_dict({"event_id": f"e{i}", "ts": ts, "deployment_id": "p", "model_group": "g0", **d})
         assert isinstance(rec, Outcome | schemas.Health)
         records.append(rec)
