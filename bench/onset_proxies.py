@@ -198,6 +198,7 @@ async def main_async(a: argparse.Namespace) -> None:
             runs = await asyncio.gather(*(
                 run(fake, sides[mode], run_ids(tag, onset, rep, mode)[0], start_at, a, requests) for mode in MODES))
             await switched
+            fake.failing.pop(switch_of(tag, onset, rep), None)  # C heals when its incident's traffic ends
             for mode, (failed, _) in zip(MODES, runs, strict=True):
                 results.setdefault((onset, mode), []).append(failed)
             loads[onset] = os.getloadavg()
