@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import contextlib
 import gc
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any, Protocol, cast
 
 from coolant.errors import CoolantError
@@ -150,12 +150,18 @@ class NativeBackend:
     def records(self) -> int:
         return self.decoded + self.native.tallied
 
-    def run(self, block: Block, on_invalid: Callable[[str], None]) -> Iterator[tuple[Record, Step]]:
-        yield from self.engine.feed_all(self._handed(block, on_invalid))
+    def run(
+        self, block: Block, on_invalid: Callable[[str], None], decoded: Sequence[Record] | None = None
+    ) -> Iterator[tuple[Record, Step]]:
+        """`decoded`: the block's records already decoded, one per line (`one_per_line`): a line the scan hands
+        back is looked up there instead of decoded again (tuning decodes a recording once for every policy)."""
+        yield from self.engine.feed_all(self._handed(block, on_invalid, decoded))
         for raw in self.native.take_met():  # the first record of a deployment the native side met: the engine
             yield decode(raw, True), COUNTED  # yields its step (COUNTED) rather than adding it to `counted` (FP1)
 
-    def _handed(self, block: Block, on_invalid: Callable[[str], None]) -> Iterator[Record]:
+    def _handed(
+        self, block: Block, on_invalid: Callable[[str], None], decoded: Sequence[Record] | None
+    ) -> Iterator[Record]:
         """The block's records the native side did not tally, decoded, in order: the scan stops at each, the
         deployment is pulled before the engine sees it and pushed (taken back when nothing is pending) after. A
         deployment the native side met first gets its state here, as the engine would have at its first record."""
@@ -169,11 +175,14 @@ class NativeBackend:
             pos, line, lineno, raw, names_distinct = scan(data, pos, line)
             if raw is None:
                 break
-            try:
-                rec = decode(raw, names_distinct)
-            except InvalidRecord as exc:
-                on_invalid(f"{source}:{first + lineno}: {exc}")
-                continue
+            if decoded is not None:
+                rec = decoded[lineno]
+            else:
+                try:
+                    rec = decode(raw, names_distinct)
+                except InvalidRecord as exc:
+                    on_invalid(f"{source}:{first + lineno}: {exc}")
+                    continue
             self.decoded += 1
             dep = rec.deployment_id
             st = states.get(dep)
@@ -199,6 +208,13 @@ class NativeBackend:
         for dep, st in self.engine.states.items():
             if (owed := pull(dep, st)) is not None:
                 self._discard(st, owed)
+
+
+def one_per_line(data: bytes, records: int) -> bool:
+    """Whether a block of `records` valid records holds exactly one per line (no blank or invalid line), so that
+    the record of the scan's line n is the n-th: what `NativeBackend.run` needs of its `decoded`."""
+    lines = data.count(b"\n") + (1 if data and not data.endswith(b"\n") else 0)
+    return lines == records
 
 
 def available() -> bool:

@@ -47,6 +47,7 @@ class _Shared:
     flap_window: float
     charted: tuple[str, ...]
     blocks: Sequence[Block] | None = None
+    decoded: Sequence[Sequence[Record] | None] | None = None
 
 
 _SHARED: _Shared | None = None
@@ -73,13 +74,16 @@ def evaluate(
     flap_window: float,
     charted: Sequence[str] = (),
     blocks: Sequence[Block] | None = None,
+    decoded: Sequence[Sequence[Record] | None] | None = None,
 ) -> Evaluation:
     """Replay `records` (file order) through a fresh engine and measure its would-be cooldowns. With the raw
-    `blocks` of the same records, the native success path (FP2) reads its plain successes from them."""
+    `blocks` of the same records, the native success path (FP2) reads its plain successes from them, and takes
+    the records it hands back from `decoded` (per block, `Recording.decoded`) where given."""
     spans: dict[str, list[CooldownSpan]] = {}
     suppressed = 0
     with collector_paused():
-        for rec, step in _steps(policy, records, blocks):  # plain successes (FP1, FP2) yield nothing: they cool nothing
+        # plain successes (FP1, FP2) yield nothing: they cool nothing
+        for rec, step in _steps(policy, records, blocks, decoded):
             cd = step.cooldown
             if cd is None:
                 if step.suppressed is not None:
@@ -97,14 +101,28 @@ def evaluate(
 
 
 def _steps(
-    policy: Policy, records: Sequence[EngineInput], blocks: Sequence[Block] | None
+    policy: Policy,
+    records: Sequence[EngineInput],
+    blocks: Sequence[Block] | None,
+    decoded: Sequence[Sequence[Record] | None] | None,
 ) -> Iterator[tuple[Record, Step]]:
     if blocks is None:
         return Engine(policy).feed_all(records)
     path = for_policy(policy)
-    if isinstance(path, NativeBackend):
+    if not isinstance(path, NativeBackend):
+        return path.engine.feed_all(records)
+    if decoded is None:
         return run_all(path, blocks, _counted_already)
-    return path.engine.feed_all(records)
+    return _native_run(path, blocks, decoded)
+
+
+def _native_run(
+    path: NativeBackend, blocks: Sequence[Block], decoded: Sequence[Sequence[Record] | None]
+) -> Iterator[tuple[Record, Step]]:
+    """`run_all` with each block's records decoded already (in the parent, once for every policy)."""
+    for block, recs in zip(blocks, decoded, strict=True):
+        yield from path.run(block, _counted_already, recs)
+    path.finish()
 
 
 def _counted_already(where_and_problem: str) -> None:
@@ -114,7 +132,7 @@ def _counted_already(where_and_problem: str) -> None:
 def _evaluate_shared(policy: Policy) -> Evaluation:
     s = _SHARED
     assert s is not None, "worker started without the recording"
-    return evaluate(policy, s.records, s.traffic, s.flap_window, s.charted, s.blocks)
+    return evaluate(policy, s.records, s.traffic, s.flap_window, s.charted, s.blocks, s.decoded)
 
 
 class GridRun:
@@ -133,9 +151,10 @@ class GridRun:
         charted: Sequence[str] = (),
         jobs: int = 1,
         blocks: Sequence[Block] | None = None,
+        decoded: Sequence[Sequence[Record] | None] | None = None,
     ) -> None:
         self.policies = list(policies)
-        self.shared = _Shared(records, traffic, flap_window, tuple(charted), blocks)
+        self.shared = _Shared(records, traffic, flap_window, tuple(charted), blocks, decoded)
         self.jobs = max(1, min(jobs, len(self.policies)))
         self._pool: ProcessPoolExecutor | None = None
         self._futures: dict[Future[Evaluation], int] = {}
@@ -173,7 +192,7 @@ class GridRun:
         if self._pool is None:
             s = self.shared
             for i, policy in enumerate(self.policies):
-                ev = evaluate(policy, s.records, s.traffic, s.flap_window, s.charted, s.blocks)
+                ev = evaluate(policy, s.records, s.traffic, s.flap_window, s.charted, s.blocks, s.decoded)
                 self.results[i] = ev
                 yield i, ev
             return

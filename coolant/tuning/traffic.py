@@ -15,8 +15,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from coolant.io.sources import Block, decode_records
-from coolant.native_backend import available
-from coolant.schemas import Health, Outcome
+from coolant.native_backend import available, one_per_line
+from coolant.schemas import Health, Outcome, Record
 from coolant.tuning.metrics import DeploymentTraffic, incidents
 
 __all__ = ["MAX_INVALID_SAMPLES", "Recording", "index_traffic", "load_recording"]
@@ -34,6 +34,9 @@ class Recording:
     blocks: list[Block] | None = None
     """The raw blocks, kept when the native success path is built: each policy's run reads its plain successes
     from them (coolant.native_backend) instead of from the decoded records."""
+    decoded: list[list[Record] | None] | None = None
+    """With `blocks`: each block's valid records when it holds one per line (`one_per_line`), else None. The lines
+    the native scan hands back are looked up there: every policy's run decodes nothing again."""
     lines: int = 0
     invalid: int = 0
     invalid_samples: list[str] = field(default_factory=list)
@@ -90,7 +93,8 @@ def index_traffic(records: Iterable[EngineInput], quiet_gap: float) -> dict[str,
 def load_recording(blocks: Iterable[Block], quiet_gap: float, keep_blocks: bool | None = None) -> Recording:
     """Decode every record once, a block at a time; invalid lines are counted (first few kept with their
     position). The raw blocks are kept for the native backend (`keep_blocks`; default: when it is built)."""
-    rec = Recording(blocks=[] if (available() if keep_blocks is None else keep_blocks) else None)
+    keep = available() if keep_blocks is None else keep_blocks
+    rec = Recording(blocks=[] if keep else None, decoded=[] if keep else None)
     records = rec.records
 
     def invalid(where_and_problem: str) -> None:
@@ -100,9 +104,10 @@ def load_recording(blocks: Iterable[Block], quiet_gap: float, keep_blocks: bool 
 
     valid = 0
     for block in blocks:
-        if rec.blocks is not None:
-            rec.blocks.append(block)
         decoded = decode_records(block, invalid)
+        if rec.blocks is not None and rec.decoded is not None:
+            rec.blocks.append(block)
+            rec.decoded.append(decoded if one_per_line(block[2], len(decoded)) else None)
         valid += len(decoded)
         records.extend(r for r in decoded if type(r) is Outcome or type(r) is Health)
     rec.lines = valid + rec.invalid
