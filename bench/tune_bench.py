@@ -71,7 +71,7 @@ def main() -> None:
     grid_started = time.perf_counter()
     cpu_before = _cpu()
     with GridRun([pt.policy for pt in points], recording.records, recording.traffic, 30, charted, a.jobs,
-                 recording.blocks, recording.decoded) as run:
+                 recording.blocks, recording.decoded, recording.compact) as run:
         for _ in run.completed():
             pass
     results = run.ordered()

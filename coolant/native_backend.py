@@ -125,6 +125,13 @@ class _Native(Protocol):
     def is_new(self, deployment_id: str) -> bool: ...
     def new_ids(self) -> list[str]: ...
     def take_met(self) -> list[bytes]: ...
+    def adopt(self, compact: Any) -> None: ...
+    def scan_compact(self, compact: Any, pos: int) -> tuple[int, int, int, bytes | None, bool]: ...
+
+
+_Handed = tuple[str, int, int, bytes, bool, Sequence[Record] | None]
+"""A line the native scan handed back: (source, first line of its block, its number in the block, its bytes, whether
+it names nothing twice, the block's records when decoded already)."""
 
 
 class NativeBackend:
@@ -162,19 +169,42 @@ class NativeBackend:
     def _handed(
         self, block: Block, on_invalid: Callable[[str], None], decoded: Sequence[Record] | None
     ) -> Iterator[Record]:
-        """The block's records the native side did not tally, decoded, in order: the scan stops at each, the
-        deployment is pulled before the engine sees it and pushed (taken back when nothing is pending) after. A
-        deployment the native side met first gets its state here, as the engine would have at its first record."""
+        return self._records(self._scanned(block, decoded), on_invalid)
+
+    def _scanned(self, block: Block, decoded: Sequence[Record] | None) -> Iterator[_Handed]:
+        """The block's lines the native side did not tally, in order."""
         source, first, data = block
-        native = self.native
-        scan, pull, push, is_new = native.scan, native.pull, native.push, native.is_new
-        engine = self.engine
-        states = engine.states
+        scan = self.native.scan
         pos, line, size = 0, 0, len(data)
         while pos < size:
             pos, line, lineno, raw, names_distinct = scan(data, pos, line)
             if raw is None:
                 break
+            yield source, first, lineno, raw, names_distinct, decoded
+
+    def _compacted(
+        self, compact: Any, blocks: Sequence[Block], decoded: Sequence[Sequence[Record] | None]
+    ) -> Iterator[_Handed]:
+        """`_scanned` over every block, read once as `compact`."""
+        scan = self.native.scan_compact
+        pos = 0
+        while True:
+            pos, b, lineno, raw, names_distinct = scan(compact, pos)
+            if raw is None:
+                break
+            source, first, _ = blocks[b]
+            yield source, first, lineno, raw, names_distinct, decoded[b]
+
+    def _records(self, lines: Iterator[_Handed], on_invalid: Callable[[str], None]) -> Iterator[Record]:
+        """The records of the lines the native side did not tally, decoded (or looked up in what was decoded
+        already), in order: the deployment is pulled before the engine sees each and pushed (taken back when
+        nothing is pending) after. A deployment the native side met first gets its state here, as the engine
+        would have at its first record."""
+        native = self.native
+        pull, push, is_new = native.pull, native.push, native.is_new
+        engine = self.engine
+        states = engine.states
+        for source, first, lineno, raw, names_distinct, decoded in lines:
             if decoded is not None:
                 rec = decoded[lineno]
             else:
@@ -194,6 +224,22 @@ class NativeBackend:
             st = states.get(dep)
             if st is not None and st.request.hold is None:  # RC5: a success on hold is the engine's to judge
                 push(dep, st, (rec.gateway or "") if type(rec) is Outcome else None)
+
+    def run_compact(
+        self,
+        compact: Any,
+        blocks: Sequence[Block],
+        decoded: Sequence[Sequence[Record] | None],
+        on_invalid: Callable[[str], None],
+    ) -> Iterator[tuple[Record, Step]]:
+        """`run_all` over `blocks` read once already as `compact` (`compact_of` the same blocks) for the runs of
+        many policies; `decoded` as `run`'s, per block. The same steps, except that the first records of the
+        deployments the native side met (COUNTED steps) come last rather than after their block's."""
+        self.native.adopt(compact)
+        yield from self.engine.feed_all(self._records(self._compacted(compact, blocks, decoded), on_invalid))
+        for raw in self.native.take_met():
+            yield decode(raw, True), COUNTED
+        self.finish()
 
     def _discard(self, st: DeploymentState, hw: float) -> None:
         """The rest of an L3 the native side ran at high-water mark `hw` on the seen ids only: the engine's own
@@ -215,6 +261,14 @@ def one_per_line(data: bytes, records: int) -> bool:
     the record of the scan's line n is the n-th: what `NativeBackend.run` needs of its `decoded`."""
     lines = data.count(b"\n") + (1 if data and not data.endswith(b"\n") else 0)
     return lines == records
+
+
+def compact_of(blocks: Sequence[Block]) -> Any | None:
+    """`blocks` read once by the native reader (`coolant_native.Compact`) for `NativeBackend.run_compact`, or None
+    where the native backend is not built (or was built before it had one)."""
+    module = _native_module()
+    kind = getattr(module, "Compact", None)
+    return None if kind is None else kind([data for _, _, data in blocks])
 
 
 def available() -> bool:

@@ -263,7 +263,7 @@ def _run(
     show: bool,
 ) -> list[Evaluation]:
     run = GridRun([p.policy for p in points], recording.records, recording.traffic, flap_window, charted, workers,
-                  recording.blocks, recording.decoded)
+                  recording.blocks, recording.decoded, recording.compact)
     columns = (
         TextColumn("policies"),
         BarColumn(),

@@ -14,7 +14,7 @@ import multiprocessing
 import os
 from collections.abc import Iterator, Sequence
 from concurrent.futures import Future, ProcessPoolExecutor, as_completed
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from types import TracebackType
 from typing import Any
 
@@ -48,6 +48,7 @@ class _Shared:
     charted: tuple[str, ...]
     blocks: Sequence[Block] | None = None
     decoded: Sequence[Sequence[Record] | None] | None = None
+    compact: Any | None = None
 
 
 _SHARED: _Shared | None = None
@@ -75,15 +76,17 @@ def evaluate(
     charted: Sequence[str] = (),
     blocks: Sequence[Block] | None = None,
     decoded: Sequence[Sequence[Record] | None] | None = None,
+    compact: Any | None = None,
 ) -> Evaluation:
     """Replay `records` (file order) through a fresh engine and measure its would-be cooldowns. With the raw
     `blocks` of the same records, the native success path (FP2) reads its plain successes from them, and takes
-    the records it hands back from `decoded` (per block, `Recording.decoded`) where given."""
+    the records it hands back from `decoded` (per block, `Recording.decoded`) where given, and the lines from
+    `compact` (`Recording.compact`, the blocks read once for every policy) where given."""
     spans: dict[str, list[CooldownSpan]] = {}
     suppressed = 0
     with collector_paused():
         # plain successes (FP1, FP2) yield nothing: they cool nothing
-        for rec, step in _steps(policy, records, blocks, decoded):
+        for rec, step in _steps(policy, records, blocks, decoded, compact):
             cd = step.cooldown
             if cd is None:
                 if step.suppressed is not None:
@@ -105,12 +108,15 @@ def _steps(
     records: Sequence[EngineInput],
     blocks: Sequence[Block] | None,
     decoded: Sequence[Sequence[Record] | None] | None,
+    compact: Any | None,
 ) -> Iterator[tuple[Record, Step]]:
     if blocks is None:
         return Engine(policy).feed_all(records)
     path = for_policy(policy)
     if not isinstance(path, NativeBackend):
         return path.engine.feed_all(records)
+    if compact is not None:
+        return path.run_compact(compact, blocks, [None] * len(blocks) if decoded is None else decoded, _counted_already)
     if decoded is None:
         return run_all(path, blocks, _counted_already)
     return _native_run(path, blocks, decoded)
@@ -132,7 +138,7 @@ def _counted_already(where_and_problem: str) -> None:
 def _evaluate_shared(policy: Policy) -> Evaluation:
     s = _SHARED
     assert s is not None, "worker started without the recording"
-    return evaluate(policy, s.records, s.traffic, s.flap_window, s.charted, s.blocks, s.decoded)
+    return evaluate(policy, s.records, s.traffic, s.flap_window, s.charted, s.blocks, s.decoded, s.compact)
 
 
 class GridRun:
@@ -152,9 +158,10 @@ class GridRun:
         jobs: int = 1,
         blocks: Sequence[Block] | None = None,
         decoded: Sequence[Sequence[Record] | None] | None = None,
+        compact: Any | None = None,
     ) -> None:
         self.policies = list(policies)
-        self.shared = _Shared(records, traffic, flap_window, tuple(charted), blocks, decoded)
+        self.shared = _Shared(records, traffic, flap_window, tuple(charted), blocks, decoded, compact)
         self.jobs = max(1, min(jobs, len(self.policies)))
         self._pool: ProcessPoolExecutor | None = None
         self._futures: dict[Future[Evaluation], int] = {}
@@ -170,7 +177,7 @@ class GridRun:
                 gc.freeze()  # children's collections then leave the shared records' pages alone
             else:
                 kwargs["initializer"] = _init
-                kwargs["initargs"] = (self.shared,)
+                kwargs["initargs"] = (replace(self.shared, compact=None),)  # native memory: not pickled
             self._pool = ProcessPoolExecutor(max_workers=self.jobs, **kwargs)
             try:
                 for i, policy in enumerate(self.policies):
@@ -192,7 +199,7 @@ class GridRun:
         if self._pool is None:
             s = self.shared
             for i, policy in enumerate(self.policies):
-                ev = evaluate(policy, s.records, s.traffic, s.flap_window, s.charted, s.blocks, s.decoded)
+                ev = evaluate(policy, s.records, s.traffic, s.flap_window, s.charted, s.blocks, s.decoded, s.compact)
                 self.results[i] = ev
                 yield i, ev
             return

@@ -14,9 +14,10 @@ from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from operator import attrgetter
+from typing import Any
 
 from coolant.io.sources import Block, decode_records
-from coolant.native_backend import available, one_per_line
+from coolant.native_backend import available, compact_of, one_per_line
 from coolant.schemas import Health, Outcome, Record
 from coolant.tuning.metrics import DeploymentTraffic, incidents
 
@@ -40,6 +41,9 @@ class Recording:
     decoded: list[list[Record] | None] | None = None
     """With `blocks`: each block's valid records when it holds one per line (`one_per_line`), else None. The lines
     the native scan hands back are looked up there: every policy's run decodes nothing again."""
+    compact: Any | None = None
+    """With `blocks`: the blocks read once by the native reader (`coolant.native_backend.compact_of`) for every
+    policy's run, where it is built."""
     lines: int = 0
     invalid: int = 0
     invalid_samples: list[str] = field(default_factory=list)
@@ -114,6 +118,8 @@ def load_recording(blocks: Iterable[Block], quiet_gap: float, keep_blocks: bool 
             rec.decoded.append(decoded if one_per_line(block[2], len(decoded)) else None)
         valid += len(decoded)
         records.extend(r for r in decoded if type(r) is Outcome or type(r) is Health)
+    if rec.blocks is not None:
+        rec.compact = compact_of(rec.blocks)
     rec.lines = valid + rec.invalid
     rec.ignored = valid - len(records)
     if records:

@@ -788,10 +788,17 @@ impl FastPath {
     }
 
     /// Tally a plain success of an owned deployment; false when it must go to Python.
+    #[inline]
     fn tally(&mut self, py: Python<'_>, i: u32, line: &Line<'_>) -> bool {
+        let h = self.index.hash.of(line.event_id.unwrap_or_default());
+        self.tally_with(py, i, line.gateway.unwrap_or_default(), h, line.ts.unwrap_or_default())
+    }
+
+    /// `tally` of a line read already: its gateway (UTF-8, "" when absent), the hash of its event id, its ts.
+    fn tally_with(&mut self, py: Python<'_>, i: u32, gateway: &[u8], h: u64, ts: f64) -> bool {
         let gw = match self.litellm {
             true => {
-                let name = line.gateway.unwrap_or_default(); // read from a line: UTF-8
+                let name = gateway; // read from a line: UTF-8
                 Some(self.gateway(name, || PyString::new(py, std::str::from_utf8(name).unwrap_or_default()).unbind()))
             }
             false => None,
@@ -806,8 +813,6 @@ impl FastPath {
             prefetch_lines(d.pod_gw.as_ptr(), d.pod_gw.len() * std::mem::size_of::<u32>());
             prefetch_lines(d.pods.as_ptr(), d.pods.len() * std::mem::size_of::<Pod>());
         }
-        let ts = line.ts.unwrap_or_default();
-        let h = self.index.hash.of(line.event_id.unwrap_or_default());
         let due = ts > d.hw && ts >= d.gc_next; // L3 is due (once per event-time minute)
         let hand = d.hw - ts > late_after // L1
             || d.seen.contains(h) // L2
@@ -966,6 +971,63 @@ impl FastPath {
             return (pos, lineno, here, Some(PyBytes::new(py, raw)), true);
         }
         (data.len(), lineno, 0, None, false)
+    }
+
+    /// Take `compact`'s hash key, before this side has met any deployment: its lines' hashes are then this side's.
+    fn adopt(&mut self, compact: PyRef<'_, Compact>) -> PyResult<()> {
+        if !self.deps.is_empty() {
+            return Err(PyTypeError::new_err("adopt a Compact before the first scan"));
+        }
+        self.index.hash = compact.hash.clone();
+        Ok(())
+    }
+
+    /// `scan` over a recording read once for every policy (`Compact`, whose hash key this side took: `adopt`),
+    /// from its line `pos`: returns (next pos, that line's block, its number in the block, its bytes, whether it
+    /// is a flat object that names nothing twice), or (len, 0, 0, None, False) at the end.
+    fn scan_compact<'py>(
+        &mut self,
+        py: Python<'py>,
+        compact: PyRef<'_, Compact>,
+        pos: usize,
+    ) -> (usize, usize, usize, Option<Bound<'py, PyBytes>>, bool) {
+        let lines = &compact.lines;
+        let raw = |e: &CompactLine| -> Bound<'py, PyBytes> {
+            let data = compact.blocks[e.block as usize].bind(py).as_bytes();
+            PyBytes::new(py, &data[e.start as usize..e.end as usize])
+        };
+        let mut p = pos;
+        while p < lines.len() {
+            let e = lines[p];
+            p += 1;
+            if e.dep == u32::MAX {
+                return (p, e.block as usize, e.line as usize, Some(raw(&e)), e.distinct);
+            }
+            let id = &compact.deps[e.dep as usize];
+            let gw = &compact.gateways[e.gateway as usize];
+            let i = match self.index.get(&self.deps, id, e.dep_hash) {
+                Some(i) => Some(i),
+                None if self.meets => {
+                    let i = self.meet(id, e.dep_hash);
+                    if self.tally_with(py, i, gw, e.event, e.ts) {
+                        // as `scan`: the engine yields a step for a deployment's first record (`take_met`)
+                        self.deps[i as usize].counted -= 1;
+                        self.met_lines.push(raw(&e).as_bytes().to_vec());
+                        continue;
+                    }
+                    Some(i)
+                }
+                None => {
+                    self.meets = true; // as `scan`: the run's first such line is Python's
+                    None
+                }
+            };
+            if i.is_some_and(|i| self.tally_with(py, i, gw, e.event, e.ts)) {
+                continue;
+            }
+            return (p, e.block as usize, e.line as usize, Some(raw(&e)), true);
+        }
+        (lines.len(), 0, 0, None, false)
     }
 
     /// Whether this side holds `deployment_id` and Python has no state for it yet (the caller creates one
@@ -1179,6 +1241,101 @@ impl FastPath {
     }
 }
 
+/// One non-blank line of a recording as `Compact` read it: a plain success's fields, hashed, or (`dep` u32::MAX)
+/// a line that is Python's whatever the state.
+#[derive(Clone, Copy)]
+struct CompactLine {
+    ts: f64,
+    event: u64,
+    dep_hash: u64,
+    dep: u32,
+    gateway: u32,
+    block: u32,
+    line: u32,
+    start: u32,
+    end: u32,
+    distinct: bool,
+}
+
+/// A recording's blocks read once (`read_line` on every line) for the runs of many policies over it, each by its
+/// own `FastPath` (`adopt`, `scan_compact`): what `scan` reads of a line does not depend on any state, so
+/// `coolant tune` reads it once instead of once per policy. Deployment and event ids are hashed under this
+/// object's key, drawn once.
+#[pyclass(module = "coolant_native", frozen)]
+struct Compact {
+    hash: IdHash,
+    lines: Vec<CompactLine>,
+    deps: Vec<Vec<u8>>,
+    gateways: Vec<Vec<u8>>,
+    blocks: Vec<Py<PyBytes>>,
+}
+
+fn intern_bytes(index: &mut HashMap<Vec<u8>, u32>, names: &mut Vec<Vec<u8>>, name: &[u8]) -> u32 {
+    if let Some(&n) = index.get(name) {
+        return n;
+    }
+    let n = names.len() as u32;
+    names.push(name.to_vec());
+    index.insert(name.to_vec(), n);
+    n
+}
+
+#[pymethods]
+impl Compact {
+    /// Read `blocks` (each a block's bytes, in file order; under 4 GB each).
+    #[new]
+    fn new(blocks: Vec<Bound<'_, PyBytes>>) -> PyResult<Self> {
+        let hash = IdHash(Default::default());
+        let (mut lines, mut deps, mut gateways) = (Vec::new(), Vec::new(), Vec::new());
+        let (mut dep_index, mut gw_index) = (HashMap::new(), HashMap::new());
+        for (b, block) in blocks.iter().enumerate() {
+            let data = block.as_bytes();
+            if data.len() >= u32::MAX as usize {
+                return Err(PyTypeError::new_err("a block of 4 GB or more"));
+            }
+            let (mut pos, mut lineno) = (0usize, 0u32);
+            while pos < data.len() {
+                let end = line_end(data, pos);
+                let raw = &data[pos..end];
+                if !is_blank(raw) {
+                    let mut e = CompactLine {
+                        ts: 0.0,
+                        event: 0,
+                        dep_hash: 0,
+                        dep: u32::MAX,
+                        gateway: 0,
+                        block: b as u32,
+                        line: lineno,
+                        start: pos as u32,
+                        end: end as u32,
+                        distinct: false,
+                    };
+                    match read_line(raw) {
+                        Read::Success(l) => {
+                            let id = l.deployment_id.unwrap_or_default();
+                            e.dep = intern_bytes(&mut dep_index, &mut deps, id);
+                            e.dep_hash = hash.of(id);
+                            e.event = hash.of(l.event_id.unwrap_or_default());
+                            e.ts = l.ts.unwrap_or_default();
+                            e.gateway = intern_bytes(&mut gw_index, &mut gateways, l.gateway.unwrap_or_default());
+                        }
+                        Read::Python { distinct } => e.distinct = distinct,
+                    }
+                    lines.push(e);
+                }
+                pos = (end + 1).min(data.len());
+                lineno += 1;
+            }
+        }
+        let blocks = blocks.into_iter().map(|b| b.unbind()).collect();
+        Ok(Compact { hash, lines, deps, gateways, blocks })
+    }
+
+    fn __len__(&self) -> usize {
+        self.lines.len()
+    }
+}
+
 /// One deployment's seen ids (L2), kept by `FastPath` as 64-bit hashes: the `PathState.seen` of a deployment
 /// the fast path has owned. A mapping of event id to ts that cannot list its ids; it forgets expired ones itself
 /// (`ForgetsExpired`, L3).
@@ -1245,6 +1402,7 @@ fn coolant_native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     // `coolant.native_backend.NATIVE_API`: what `scan` answers and `push` takes; bumped with either
     m.add("API", 2)?;
     m.add_class::<FastPath>()?;
+    m.add_class::<Compact>()?;
     m.add_class::<SeenIds>()?;
     Ok(())
 }

@@ -1,14 +1,16 @@
 """Each policy of a tuning grid cools exactly what `coolant replay` with that policy cools.
 
-The runner's three ways of replaying (the native path given each block's records decoded once for every policy,
-the native path decoding what its scan hands back, every record through the engine) against `replay` on both
-backends, over traffic with incidents, probes, duplicates, late records, a blank and an invalid line.
+The runner's ways of replaying (the native path over the blocks read once for every policy, `Recording.compact`, or
+scanning each block; given each block's records decoded once, or decoding what its scan hands back; every record
+through the engine) against `replay` on both backends, over traffic with incidents, probes, duplicates, late
+records, a blank and an invalid line.
 """
 
 from __future__ import annotations
 
 from collections import defaultdict
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
@@ -66,6 +68,9 @@ def test_each_policy_cools_what_replay_cools(tmp_path: Path, health: bool) -> No
     if native:
         assert recording.decoded is not None
         assert [d is not None for d in recording.decoded] == [True, False, True]  # the blank and invalid lines
+        if hasattr(native_backend._native_module(), "Compact"):  # a build from before it has none
+            assert recording.compact is not None  # one entry a line but the blank one
+            assert len(recording.compact) == sum(len(b[2].splitlines()) for b in blocks) - 1
     charted = [*DEPLOYMENTS, "dep-unknown"]
     backends = ["python", "native"] if native else ["python"]
     cooled = held = 0
@@ -73,9 +78,12 @@ def test_each_policy_cools_what_replay_cools(tmp_path: Path, health: bool) -> No
         want, suppressed = _replayed(blocks, pt.policy, "python")
         for b in backends[1:]:
             assert _replayed(blocks, pt.policy, b) == (want, suppressed), (pt.label, b)
-        ways = [(None, None)] + ([(recording.blocks, None), (recording.blocks, recording.decoded)] if native else [])
-        for way, (bl, dec) in enumerate(ways):
-            ev = evaluate(pt.policy, recording.records, recording.traffic, 30, charted, bl, dec)
+        ways: list[tuple[Any, Any, Any]] = [(None, None, None)]
+        if native:
+            bl, dec, compact = recording.blocks, recording.decoded, recording.compact
+            ways += [(bl, None, None), (bl, dec, None), (bl, dec, compact), (bl, None, compact)]
+        for way, (bl, dec, compact) in enumerate(ways):
+            ev = evaluate(pt.policy, recording.records, recording.traffic, 30, charted, bl, dec, compact)
             got = {d: spans for d, spans in ev.timelines.items() if spans}
             assert got == {d: spans for d, spans in want.items() if d in charted}, (pt.label, way)
             assert set(want) <= set(charted)
