@@ -23,7 +23,7 @@ from coolant.processors.recovery import Release
 from coolant.schemas import Cooldown, Health, HealthTransition, Outcome, encode
 from coolant.streams import admin_views, metrics
 from coolant.streams.context import RAW, Context
-from coolant.streams.faust import RawTable
+from coolant.streams.faust import RawTable, sized
 from coolant.streams.health_state import encode_health_state
 from coolant.streams.lane import YIELD_EVERY
 from coolant.streams.pathstore import PathStore
@@ -253,7 +253,7 @@ class Decider:
             active = self._ejections[group] = {} if raw is None else orjson.loads(raw)
         if eject(self.registry.policy, active, Step(Disposition.COOLED, cd, candidate=True)).cooldown is not None:
             await self._emit(cd, value)
-            self.ejection_table[group.encode()] = orjson.dumps(active)
+            self.ejection_table[group.encode()] = sized(orjson.dumps(active))  # kept as long as the group
         else:
             metrics.SUPPRESSED.labels(group, cd.reason).inc()
 

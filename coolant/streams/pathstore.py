@@ -30,16 +30,10 @@ import orjson
 
 from coolant.processors.seen import SeenHashes
 from coolant.processors.state import PathState
-from coolant.streams.faust import RawTable
+from coolant.streams.faust import RawTable, sized
 from coolant.streams.lane import YIELD_EVERY
 
 SEP = b"\x1f"
-
-
-def sized(value: bytes) -> bytes:
-    """A copy of `value` in an allocation of its own size: orjson (3.x) returns each result in a buffer of about
-    4 KB however short it is, and a table holds hundreds of thousands of them (645 MB in one profile)."""
-    return bytes(memoryview(value))
 
 
 SEEN_BUCKET = 20.0

@@ -327,3 +327,39 @@ def test_a_large_flush_lets_other_tasks_run_and_keeps_what_they_touch() -> None:
     assert "again" in ps.seen
     assert asyncio.run(store.flush(producer)) == 1, "dep-0 was touched after its write: flushed again"
     assert "again" in orjson.loads(store.state_table.data[b"dep-0"])["unsure"]
+
+
+def test_a_raw_table_keeps_each_value_in_an_allocation_of_its_own_size() -> None:
+    """orjson returns every result in a buffer of about 4 KB: a table that kept it as given (the cooldown history
+    did) cost 4 KB per key however short its value."""
+    import tracemalloc
+
+    from coolant.streams.faust import RawTable
+
+    class Topic:
+        @staticmethod
+        def get_topic_name() -> str:
+            return "cooldown-history-changelog"
+
+    class Table:  # what RawTable reads of a Faust table
+        def __init__(self) -> None:
+            self.name = "cooldown-history"
+            self.data: dict[bytes, bytes] = {}
+            self.changelog_topic = Topic()
+
+    table, producer = RawTable(Table()), FakeProducer()
+
+    async def write_all() -> None:
+        for i in range(200):
+            await table.write(producer, f"dep-{i}".encode(), orjson.dumps([{"event_id": f"e{i}", "until": 1.0}]), 0)
+
+    tracemalloc.start()
+    try:
+        before = tracemalloc.get_traced_memory()[0]
+        asyncio.run(write_all())
+        producer.sent.clear()  # the producer's copies are not the table's
+        kept = tracemalloc.get_traced_memory()[0] - before
+    finally:
+        tracemalloc.stop()
+    assert len(table.data) == 200
+    assert kept < 200 * 1024, f"{kept / 200:.0f} B per short value kept"

@@ -20,7 +20,7 @@ from coolant.streams.faust.install import AGENTS_NOTICE, install
 from coolant.streams.faust.messages import current_generation, generation_of, keep_unacknowledged
 from coolant.streams.faust.producer import producer_state
 from coolant.streams.faust.recovery import recovery_state
-from coolant.streams.faust.tables import RawTable
+from coolant.streams.faust.tables import RawTable, sized
 from coolant.streams.faust.version import TESTED_FAUST, UntestedFaust, check_faust, faust_version
 from coolant.streams.faust.worker import OVERDUE_EXIT, STOP_WITHIN, BoundedStopWorker
 
@@ -45,4 +45,5 @@ __all__ = [
     "partition_count",
     "producer_state",
     "recovery_state",
+    "sized",
 ]
