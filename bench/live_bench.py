@@ -40,6 +40,7 @@ import time
 import uuid
 from collections.abc import AsyncIterator
 from pathlib import Path
+from typing import Any
 from urllib.request import urlopen
 
 import orjson
@@ -88,46 +89,14 @@ FUTURE_TRAFFIC_ALLOWANCE = "1e9"
 """--max-ts-ahead for traffic dated ahead of the clock (seconds: about 31 years)."""
 
 
-MEMORY_PROFILER = """
-import collections, os, sys, threading, time, tracemalloc, runpy
-tracemalloc.start(1)
-def _dump():
-    snap = tracemalloc.take_snapshot()
-    by = collections.Counter()
-    for stat in snap.statistics("filename"):
-        name = stat.traceback[0].filename
-        if "/coolant/" in name:
-            key = "coolant/" + name.rsplit("/coolant/", 1)[1]
-        elif "site-packages/" in name:
-            key = name.split("site-packages/", 1)[1].split("/")[0]
-        else:
-            key = "stdlib/" + name.rsplit("/", 1)[-1]
-        by[key.removesuffix(".py")] += stat.size
-    path = os.environ["COOLANT_BENCH_MEMORY"]
-    with open(path + ".tmp", "w") as out:
-        out.write(f"traced {tracemalloc.get_traced_memory()[0] / 2**20:.1f} MB\\n")
-        for key, size in by.most_common(16):
-            out.write(f"{size / 2**20:8.1f} MB  {key}\\n")
-        for stat in snap.statistics("lineno")[:12]:
-            frame = stat.traceback[0]
-            where = "/".join(frame.filename.rsplit("/", 2)[-2:])
-            out.write(f"{stat.size / 2**20:8.1f} MB  {where}:{frame.lineno} ({stat.count:,} blocks)\\n")
-    os.replace(path + ".tmp", path)
-def _watch():  # a file, not a signal: the worker's runtime (mode) takes SIGUSR2 for its debugger
-    want = os.environ["COOLANT_BENCH_MEMORY"] + ".want"
-    while True:
-        time.sleep(0.5)
-        if os.path.exists(want):
-            os.unlink(want)
-            _dump()
-threading.Thread(target=_watch, daemon=True).start()
-sys.argv = ["coolant"] + sys.argv[1:]
-runpy.run_module("coolant.cli", run_name="__main__")
-"""
-"""The worker's entry point under --memory-profile: creating `<file>.want` makes it write its traced heap by package
-and its largest allocation sites to `<file>`."""
+PROBES = Path(__file__).with_name("worker_probes.py")
+"""The worker's entry point under --memory-profile or --loop-profile (bench/worker_probes.py)."""
 PROFILE_MEMORY = False
 """Set by --memory-profile."""
+PROFILE_LOOP = False
+"""Set by --loop-profile."""
+CENSUS = False
+"""Set by --census."""
 WORKER_ARGS: list[str] = []
 """Set by --worker-args: more `coolant worker` options for every worker."""
 
@@ -140,13 +109,21 @@ class Worker:
         self.prefix = prefix
         self.log = workdir / f"worker-{prefix}log"
         self.memory_file = workdir / f"memory-{prefix}txt"
-        entry = ["-c", MEMORY_PROFILER] if PROFILE_MEMORY else ["-m", "coolant.cli"]
+        self.loop_file = workdir / f"loop-{prefix}json"
+        self.census_file = workdir / f"census-{prefix}txt"
+        entry = [str(PROBES)] if PROFILE_MEMORY or PROFILE_LOOP or CENSUS else ["-m", "coolant.cli"]
         cmd = [sys.executable, *entry, "worker", "--config", str(config), "--bootstrap", BOOTSTRAP,
                "--redis-url", REDIS_URL, "--redis-key-prefix", prefix,
                "--topic-prefix", prefix, "--app-id", prefix.rstrip("."),
                "--web-port", str(self.port), "--data-dir", str(workdir / prefix), "--partitions", str(PARTITIONS),
                "--max-ts-ahead", FUTURE_TRAFFIC_ALLOWANCE, "-l", "warning", *WORKER_ARGS]
-        env = {**os.environ, "COOLANT_BENCH_MEMORY": str(self.memory_file)}
+        env = dict(os.environ)
+        if PROFILE_MEMORY:
+            env["COOLANT_BENCH_MEMORY"] = str(self.memory_file)
+        if PROFILE_LOOP:
+            env["COOLANT_BENCH_LOOP"] = str(self.loop_file)
+        if CENSUS:
+            env["COOLANT_BENCH_CENSUS"] = str(self.census_file)
         with self.log.open("wb") as out:
             self.proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, env=env)
         self.spy = None
@@ -202,16 +179,41 @@ class Worker:
         return f"worker RSS peak {peak:,.0f} MB, steady {rss:,.0f} MB" + self.heap_by_package()
 
     def heap_by_package(self) -> str:
-        """With --memory-profile: the worker's traced heap by package, now (else "")."""
-        if not PROFILE_MEMORY:
-            return ""
-        self.memory_file.unlink(missing_ok=True)
-        Path(f"{self.memory_file}.want").touch()
-        deadline = time.monotonic() + 120
-        while not self.memory_file.exists() and time.monotonic() < deadline:
+        """With --memory-profile: the worker's traced heap by package, now; with --census, its heap census (else
+        "")."""
+        out = ""
+        for on, path, name in ((PROFILE_MEMORY, self.memory_file, "tracemalloc"), (CENSUS, self.census_file,
+                                                                                   "census")):
+            if not on:
+                continue
+            path.unlink(missing_ok=True)
+            Path(f"{path}.want").touch()
+            deadline = time.monotonic() + 120
+            while not path.exists() and time.monotonic() < deadline:
+                time.sleep(0.2)
+            lines = path.read_text().splitlines() if path.exists() else ["(no snapshot)"]
+            out += f"; {name} " + lines[0] + "\n" + "\n".join("             " + line for line in lines[1:])
+        return out
+
+    def loop_reset(self) -> None:
+        """With --loop-profile: start the worker's event-loop counts again (after start-up)."""
+        if PROFILE_LOOP:
+            Path(f"{self.loop_file}.reset").touch()
+
+    def loop_report(self) -> dict[str, Any] | None:
+        """With --loop-profile: the worker's event-loop steps, collections and hand-over delays since the last
+        `loop_reset` (bench/worker_probes.py), else None."""
+        if not PROFILE_LOOP:
+            return None
+        self.loop_file.unlink(missing_ok=True)
+        Path(f"{self.loop_file}.want").touch()
+        deadline = time.monotonic() + 60
+        while not self.loop_file.exists() and time.monotonic() < deadline:
             time.sleep(0.2)
-        lines = self.memory_file.read_text().splitlines() if self.memory_file.exists() else ["(no snapshot)"]
-        return "; tracemalloc " + lines[0] + "\n" + "\n".join("             " + line for line in lines[1:])
+        if not self.loop_file.exists():
+            return None
+        report: dict[str, Any] = orjson.loads(self.loop_file.read_bytes())
+        return report
 
     def stop(self) -> None:
         if self.spy is not None:  # py-spy writes its file once the process it samples has exited
@@ -408,6 +410,29 @@ def bucket_quantile(buckets: list[tuple[float, float]], q: float) -> float:
     return lower
 
 
+def loop_lines(report: dict[str, Any]) -> str:
+    """--loop-profile's summary: per thread, its event-loop steps (wall and CPU) and the slowest by what ran; the
+    collections; the delay of a callback handed to each loop from another thread."""
+    bounds = report["bounds_ms"]
+    out = []
+    for name, t in report["threads"].items():
+        slow = sum(n for b, n in zip(bounds, t["wall_hist"], strict=True) if float(b) > 5)
+        hist = ", ".join(f"<{b} {n}" for b, n in zip(bounds, t["wall_hist"], strict=True) if n)
+        cpu = ", ".join(f"<{b} {n}" for b, n in zip(bounds, t["cpu_hist"], strict=True) if n)
+        out.append(f"loop       {name}: {t['steps']:,} steps, {t['cpu_s']:.1f} s CPU in steps ({t['wall_s']:.1f} s "
+                   f"wall), {slow:,} of >= 5 ms wall; wall ms {hist}; CPU ms {cpu}")
+        for row in t["slow"][:8]:
+            out.append(f"             {row['n']:5,} x >= 5 ms, {row['wall_ms']:8.1f} ms wall / {row['cpu_ms']:8.1f} ms "
+                       f"CPU  {row['what']}")
+        for row in t["longest"][:5]:
+            out.append(f"             longest {row['wall_ms']:.1f} ms wall / {row['cpu_ms']:.1f} ms CPU  {row['what']}")
+    gcs = "; ".join(f"gen{g} {q}" for g, q in report["gc"].items() if q)
+    out.append(f"loop       collections: {gcs or 'none'}")
+    hand = "; ".join(f"{name} {q}" for name, q in report["handover_ms"].items())
+    out.append(f"loop       hand-over into each loop from another thread, ms: {hand}")
+    return "\n".join(out)
+
+
 def stage_line(worker: Worker) -> str:
     """p50 / p99 of each of the worker's cooldown stages (from its stage histograms, bucket-interpolated)."""
     hist = worker.histograms("coolant_cooldown_stage_seconds")
@@ -486,6 +511,12 @@ def main() -> None:
     p.add_argument("--profile", type=Path, help="py-spy raw folded stacks of the capacity worker to this file")
     p.add_argument("--memory-profile", action="store_true",
                    help="tracemalloc in every worker: its heap by package at the end of each phase")
+    p.add_argument("--census", action="store_true",
+                   help="every worker reports its RSS, glibc heap and object counts by type (and their change) "
+                   "with each RSS line (bench/worker_probes.py; no tracing, a pause of a few hundred ms each)")
+    p.add_argument("--loop-profile", action="store_true",
+                   help="time the latency worker's event-loop steps, collections and thread hand-overs "
+                   "(bench/worker_probes.py; it costs time: the latency of such a run is not the figure)")
     p.add_argument("--publisher-linger-ms", type=int, default=0,
                    help="the latency phase's publisher batching in ms (default 0, the lowest; coolant's Publisher "
                    "defaults to 20, which every record of a gateway with the default waits at most)")
@@ -493,9 +524,11 @@ def main() -> None:
     p.add_argument("--worker-args", default="",
                    help="more `coolant worker` options for every worker, e.g. '--fetch-min-bytes 1' (one string)")
     a = p.parse_args()
-    global PROFILE_MEMORY, WORKER_ARGS
+    global PROFILE_MEMORY, PROFILE_LOOP, CENSUS, WORKER_ARGS
     WORKER_ARGS = shlex.split(a.worker_args)
     PROFILE_MEMORY = a.memory_profile
+    PROFILE_LOOP = a.loop_profile
+    CENSUS = a.census
     phases = {x.strip() for x in a.phases.split(",") if x.strip()}
     unknown = phases - {"floor", "capacity", "latency"}
     if unknown:
@@ -531,11 +564,13 @@ def main() -> None:
         try:
             worker.wait_ready()
             time.sleep(3)  # let the consumer group settle before timing
+            worker.loop_reset()
             cpu, wall = worker.cpu_seconds(), time.perf_counter()
             lat = sorted(asyncio.run(latency_run(prefix, a.rate, a.probes, a.publisher_linger_ms)))
             busy = (worker.cpu_seconds() - cpu) / (time.perf_counter() - wall)
             memory = f"worker CPU {busy:.0%} of a core; " + worker.memory_line()
             stages = stage_line(worker)
+            loops = worker.loop_report()
         finally:
             worker.stop()
         q = statistics.quantiles(lat, n=100, method="inclusive")
@@ -545,6 +580,9 @@ def main() -> None:
         print(f"latency    produce -> Redis key visible at {a.rate:,.0f} records/s, {len(lat)} probes{linger}: "
               + ", ".join(f"{k} {v:.1f} ms" for k, v in ms.items()) + f", max {lat[-1] * 1000:.1f} ms; {memory}")
         print(stages)
+        if loops is not None:
+            print(loop_lines(loops))
+            figures["loop"] = loops
     if a.sustain:
         prefix = f"bench-sus-{uuid.uuid4().hex[:6]}."
         worker = Worker(config, prefix, workdir)
