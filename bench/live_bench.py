@@ -20,7 +20,12 @@ RSS (VmHWM) and its steady RSS (VmRSS at the end of the phase):
 worker under py-spy (`pip install py-spy`; PY_SPY names the binary), writes its raw folded stacks to FILE and
 prints where the time went. --memory-profile runs every worker with tracemalloc on and prints, at the end of each
 phase, its traced Python heap by package (coolant module, aiokafka, faust, ...) next to the RSS (tracemalloc costs
-memory and time: the RSS and rates of such a run are not the figures).
+memory and time: the RSS and rates of such a run are not the figures), with what grew most since its previous report.
+--census adds to each RSS line the worker's glibc heap (in use, free but kept, mmapped), pymalloc's blocks and its
+object counts by type with their change (no tracing: what still grows in a long --sustain run). --loop-profile
+times the latency worker's event-loop steps per thread (wall and CPU), names the slowest, times every collection
+and samples the delay of a callback handed into each loop from another thread (Faust's consumer thread hands every
+fetched batch to the main loop that way). All three run the workers through bench/worker_probes.py.
 """
 
 from __future__ import annotations
