@@ -15,7 +15,15 @@ from rich.progress import BarColumn, DownloadColumn, Progress, TimeRemainingColu
 
 from coolant.config.errors import ConfigError
 from coolant.config.loader import Config, load_config
-from coolant.io.connect import ConnectConfig, ConnectionFailed, redis_client, redis_problem, runtime_settings, safe_url
+from coolant.io.connect import (
+    ConnectConfig,
+    ConnectionFailed,
+    probed_redis_problem,
+    redis_client,
+    redis_problem,
+    runtime_settings,
+    safe_url,
+)
 from coolant.io.sources import SourceError, check_readable, open_output, read_blocks, total_size
 from coolant.io.terminal import err, fail
 from coolant.native_backend import BACKEND_HELP, BackendError, resolve
@@ -341,6 +349,8 @@ def status_command(
         client = redis_client(settings)
         try:
             return await active_cooldowns(client, settings.key_prefix)
+        except (RedisError, OSError) as exc:
+            raise fail(f"redis {safe_url(settings.url)}: {await probed_redis_problem(exc, client)}") from None
         finally:
             await client.aclose()
 

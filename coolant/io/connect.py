@@ -37,15 +37,19 @@ __all__ = [
     "ConnectConfig",
     "ConnectionFailed",
     "KafkaDiagnosis",
+    "connection_closed",
     "kafka_client_args",
     "kafka_preflight",
     "kafka_problem",
     "kafka_settings",
+    "plain_endpoint",
+    "probed_redis_problem",
     "redis_client",
     "redis_preflight",
     "redis_problem",
     "runtime_settings",
     "safe_url",
+    "speaks_tls",
     "ssl_context",
 ]
 
@@ -225,7 +229,7 @@ async def redis_preflight(r: RedisSettings) -> None:
     try:
         await client.ping()
     except (RedisError, OSError) as exc:
-        raise ConnectionFailed(f"redis {safe_url(r.url)}: {redis_problem(exc)}") from None
+        raise ConnectionFailed(f"redis {safe_url(r.url)}: {await probed_redis_problem(exc, client)}") from None
     finally:
         await client.aclose()
 
@@ -257,11 +261,13 @@ def redis_client(r: RedisSettings, **options: Any) -> Any:
         raise ConfigError("coolant.redis (or REDIS_URL)", "url", "not a redis://, rediss:// or unix:// URL") from None
 
 
-def redis_problem(exc: BaseException, *, answered: bool = False) -> str:
+def redis_problem(exc: BaseException, *, answered: bool = False, tls: bool | None = None) -> str:
     """One line for a Redis failure, naming the setting to check; the URL (it may hold a password) is never shown.
 
-    `answered`: this server has answered before. A TLS-only server closes a plain connection at once, just as a
-    server that restarts closes every connection: the TLS hint is for a server never reached yet."""
+    A TLS-only server closes a plain connection at once, just as a server that restarts closes every connection:
+    the text of the error is the same. `tls`: whether the server answered a TLS handshake (`speaks_tls`), the only
+    thing that tells the two apart; the TLS hint is given only then. `answered`: this server has answered before
+    (a closed connection is then most likely a restart)."""
     from redis.exceptions import AuthenticationError, AuthenticationWrongNumberOfArgsError, ResponseError
 
     text = str(exc)
@@ -273,13 +279,58 @@ def redis_problem(exc: BaseException, *, answered: bool = False) -> str:
         return f"TLS: the server's certificate does not verify: check ssl_cafile (coolant.redis or {REDIS_ENV})"
     if "SSL" in text or "ssl" in text:
         return f"TLS handshake failed: check rediss:// / ssl and the ssl_* settings (coolant.redis or {REDIS_ENV})"
-    if "Connection closed by server" in text or "Connection reset by peer" in text:
-        if answered:
-            return f"{_scrub(text)} (the server closed the connection: is it restarting?)"
-        return f"{_scrub(text)} (does the server expect TLS? use rediss:// or coolant.redis.ssl)"
-    if "Connection refused" in text:
+    if connection_closed(exc):
+        if tls:
+            return f"{_scrub(text)} (the server speaks TLS: use rediss:// or coolant.redis.ssl)"
+        return f"{_scrub(text)} (the server closed the connection: is it restarting?)"
+    if "Connection refused" in text or text.startswith("Error 111 "):  # redis.asyncio: "Error 111 connecting to"
         return f"{_scrub(text)} (is Redis running there?{' it answered before: restarting?' if answered else ''})"
     return _scrub(text) or type(exc).__name__
+
+
+def connection_closed(exc: BaseException) -> bool:
+    """The server closed (or reset) the connection: a restart, or a TLS-only server refusing plain text."""
+    text = str(exc)
+    return "Connection closed by server" in text or "Connection reset by peer" in text
+
+
+def plain_endpoint(client: Any) -> tuple[str, int] | None:
+    """The host and port a `redis.asyncio` client reaches without TLS; None over TLS or a unix socket (nothing
+    for `speaks_tls` to ask)."""
+    pool = getattr(client, "connection_pool", None)
+    kwargs = getattr(pool, "connection_kwargs", {})
+    if pool is None or "ssl" in pool.connection_class.__name__.lower() or "path" in kwargs:
+        return None
+    return str(kwargs.get("host", "localhost")), int(kwargs.get("port", 6379))
+
+
+async def speaks_tls(host: str, port: int, timeout: float = 2.0) -> bool:
+    """Whether host:port answers a TLS handshake (its certificate not checked: only the protocol is asked). A
+    server that closed a plain connection and speaks TLS expects TLS; a plain one, or one that is down or
+    restarting, does not."""
+    context = ssl.create_default_context()
+    context.check_hostname = False
+    context.verify_mode = ssl.CERT_NONE
+    try:
+        async with asyncio.timeout(timeout):
+            _, writer = await asyncio.open_connection(host, port, ssl=context)
+    except ssl.SSLError as exc:  # a TLS alert is a TLS answer (e.g. a client certificate required)
+        return "ALERT" in (exc.reason or "")
+    except (OSError, TimeoutError):
+        return False
+    writer.close()
+    with contextlib.suppress(OSError, ssl.SSLError):
+        await writer.wait_closed()
+    return True
+
+
+async def probed_redis_problem(exc: BaseException, client: Any, *, answered: bool = False) -> str:
+    """`redis_problem`, the server asked whether it speaks TLS when it closed a plain connection."""
+    endpoint = plain_endpoint(client)
+    tls = None
+    if endpoint is not None and not answered and connection_closed(exc):
+        tls = await speaks_tls(*endpoint)
+    return redis_problem(exc, answered=answered, tls=tls)
 
 
 def _scrub(text: str) -> str:

@@ -11,6 +11,7 @@ dead-lettered (B8). Nothing here decides: the write rule is the materializer's (
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
 from collections.abc import Callable, Iterable
@@ -18,7 +19,7 @@ from typing import Any
 
 from redis.exceptions import RedisError
 
-from coolant.io.connect import redis_problem
+from coolant.io.connect import connection_closed, plain_endpoint, redis_problem, speaks_tls
 from coolant.io.materializer import EarlyWrites, RedisSink
 from coolant.processors.recovery import Release
 from coolant.schemas import Cooldown
@@ -49,6 +50,10 @@ class Sinks:
         self.early = early
         self.redis_answered = False
         """Redis has answered this worker: a connection it closes since is a restart, not a TLS mismatch."""
+        self.redis_tls: bool | None = None
+        """Whether the server answered a TLS handshake after it closed a plain connection (`speaks_tls`: the only
+        tell of a TLS-only server, whose closed connection reads as a restart's); None: not asked yet."""
+        self._asking: asyncio.Task[None] | None = None
 
     def start(self, cooldowns: Any, histories: Callable[[], Iterable[bytes]]) -> None:
         """Agents on the enforced `cooldowns` topic and the health-state topic; the repair over `histories`."""
@@ -101,17 +106,36 @@ class Sinks:
         else:
             self.ctx.problems.pop("redis", None)
             self.redis_answered = True
+            self.redis_tls = None
 
     def redis_failed(self, exc: BaseException) -> None:
-        problem = redis_problem(exc, answered=self.redis_answered)
+        problem = self._problem(exc)
         if self.ctx.problems.get("redis") != problem:
             log.error("redis: %s", problem)
         self.ctx.problems["redis"] = problem
 
     def redis_error(self, exc: Exception, delay: float) -> None:
         metrics.REDIS_ERRORS.inc()
-        self.ctx.problems["redis"] = problem = redis_problem(exc, answered=self.redis_answered)
+        self.ctx.problems["redis"] = problem = self._problem(exc)
         log.warning("redis write failed (%s); retrying in %.1f s, record not acknowledged", problem, delay)
+
+    def _problem(self, exc: BaseException) -> str:
+        """`redis_problem`; a closed connection from a server that never answered this worker also starts asking
+        it whether it speaks TLS (once), which `redis_failed` reports when it does."""
+        if (
+            self.redis_tls is None and self._asking is None and not self.redis_answered and connection_closed(exc)
+            and (endpoint := plain_endpoint(self.sink.client)) is not None
+        ):
+            self._asking = asyncio.get_running_loop().create_task(self._ask_tls(exc, endpoint))
+        return redis_problem(exc, answered=self.redis_answered, tls=self.redis_tls)
+
+    async def _ask_tls(self, exc: BaseException, endpoint: tuple[str, int]) -> None:
+        try:
+            self.redis_tls = await speaks_tls(*endpoint)
+        finally:
+            self._asking = None
+        if self.redis_tls:
+            self.redis_failed(exc)
 
 
 def _early_result(cd: Cooldown, result: str) -> None:

@@ -222,6 +222,8 @@ async def test_redis_restart_without_persistence_is_repaired(case: Case, kafka_b
     case.log(f"repaired {time.monotonic() - restarted:.1f} s after the restart")
     assert await w.metric("coolant_redis_reasserted_total", result="written") >= before + len(latest)
     assert w.alive
+    # a plain restart closes every pooled connection, as a TLS-only server closes a plain one: no TLS hint for it
+    assert b"TLS" not in w.log_path.read_bytes(), case.logs()
 
 
 async def test_junk_on_the_cooldowns_topic_stops_no_stage(case: Case, kafka_bootstrap: str, redis_url: str) -> None:
