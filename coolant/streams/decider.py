@@ -42,7 +42,7 @@ class Decider:
         self.registry = LiveRegistry(policy)
         self.shadow = shadow
         self.early = None if shadow else early
-        """Cooldowns written to Redis by this worker as soon as they are durable (the materializer is the backstop)."""
+        """Cooldowns written to Redis by this worker as soon as they are decided (the materializer is the backstop)."""
         app, names, partitions = ctx.app, ctx.names, ctx.opts.partitions
         label = "shadow-" if shadow else ""
         suffix = ".shadow" if shadow else ""
@@ -143,6 +143,8 @@ class Decider:
                 if step.cooldown is not None:
                     decided = time.time()
                     sent.append((message, await self._send(step), step, decided))
+                    if not step.candidate:
+                        await self._early(step.cooldown)
             except Exception as exc:  # B8: a bug met by one record must not stop the partition
                 await self.ctx.deadletters.failed(message, exc, self._stage)
                 dispositions[Disposition.FAILED] += 1
@@ -161,11 +163,8 @@ class Decider:
                     await self.ctx.deadletters.failed(message, exc, self._stage)
                     dispositions[Disposition.FAILED] += 1
                 continue
-            if cooled is not None and not cooled.candidate:
-                assert cooled.cooldown is not None
-                await self._durable(cooled.cooldown)
-                if not self.shadow:
-                    observe_stages(message, arrived, taken, decided)
+            if cooled is not None and not cooled.candidate and not self.shadow:
+                observe_stages(message, arrived, taken, decided)
         await store.flush(self.ctx.app.producer)
         if request is not None:
             await request.flush(self.ctx.app.producer)
@@ -197,19 +196,28 @@ class Decider:
             metrics.cooled_down(cd)
         return await self.cooldowns.send(key=cd.deployment_id.encode(), value=value)
 
-    async def _durable(self, cd: Cooldown) -> None:
-        """A cooldown is durable: the enforced decider writes it to Redis at once (`EarlyWrites`), ahead of the
-        materializer that reads it back from the topic."""
+    async def _early(self, cd: Cooldown) -> None:
+        """A cooldown just decided (its send to the cooldowns topic under way): the enforced decider writes it to
+        Redis at once (`EarlyWrites`), ahead of the materializer that reads it back from the topic.
+
+        Not once the send is durable: that wait (the producer's linger and a broker round trip, behind the changelog
+        writes in flight; p99 18-27 ms on a quiet machine at 3,000 records/s) was on every cooldown's way to the
+        routers. What the durable wait protects is the acknowledgement (a record is acknowledged only once
+        its cooldown is durable), not Redis: a worker that dies before the send is durable leaves the record
+        unacknowledged, and whoever decides it again decides the same cooldown (same event id), which the write
+        script makes harmless. A send that fails for good (B8) dead-letters the record and leaves the cooldown in
+        Redis until it ends: the policy's decision, which the topic then lacks."""
         if self.early is not None:
             self.early.submit(cd)
-            # let the write go out now: otherwise it would start only at the batch's next yield (YIELD_EVERY),
-            # behind up to YIELD_EVERY states being flushed
+            # let the write go out now: otherwise it would start only at the batch's next yield (YIELD_EVERY)
             await asyncio.sleep(0)
 
     async def _emit(self, cd: Cooldown, value: bytes) -> None:
-        """A cooldown (one the X3 stage passed) to the cooldowns topic, durable, then written early."""
-        await (await self._send_cooldown(cd, value))
-        await self._durable(cd)
+        """A cooldown (one the X3 stage passed) to the cooldowns topic and, at once, to Redis (`_early`); returns
+        once the send is durable."""
+        sending = await self._send_cooldown(cd, value)
+        await self._early(cd)
+        await sending
 
     async def _send_transition(self, ht: HealthTransition) -> Any:
         """A health flip (issue 6) on the transitions topic; durable before the state that knows of it is saved

@@ -108,12 +108,14 @@ REDIS_WRITE_SECONDS = Histogram(
     registry=REGISTRY,
 )
 COOLDOWN_STAGES = ("fetched", "queued", "decided", "durable", "redis")
-"""Where a cooldown's time from publish to Redis goes (`COOLDOWN_STAGE_SECONDS`), in order:
+"""Where a cooldown's time from publish to Redis goes (`COOLDOWN_STAGE_SECONDS`): three stages in order,
 fetched: the input record's Kafka timestamp (its publisher's clock) -> handed to the decider's lane;
 queued: -> its batch taken (the decider was busy with the batch before, or gathering this one);
 decided: -> its cooldown decided (the batch's decode and the records before it);
-durable: -> the cooldown record acknowledged by the broker;
-redis: -> the early Redis write returned (cooldowns written early only)."""
+then two, each from the decision, side by side:
+durable: -> the cooldown record acknowledged by the broker (the record's acknowledgement waits for it);
+redis: -> the early Redis write returned (cooldowns written early only): publish -> Redis is the first three and
+this one."""
 COOLDOWN_STAGE_SECONDS = Histogram(
     "coolant_cooldown_stage_seconds",
     "Time each enforced cooldown spent in each stage from its input record's publish to its early Redis write "
