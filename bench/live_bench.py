@@ -398,7 +398,8 @@ async def latency_run(prefix: str, rate: float, probes: int, linger_ms: int = 0)
 
 
 STAGES = ("fetched", "queued", "decided", "durable", "redis")
-"""The worker's cooldown stages (coolant/streams/metrics.py COOLDOWN_STAGES), in order."""
+"""The worker's cooldown stages (coolant/streams/metrics.py COOLDOWN_STAGES): the first three in order, then
+durable and redis side by side."""
 
 
 def bucket_quantile(buckets: list[tuple[float, float]], q: float) -> float:
@@ -429,6 +430,8 @@ def loop_lines(report: dict[str, Any]) -> str:
         for row in t["slow"][:8]:
             out.append(f"             {row['n']:5,} x >= 5 ms, {row['wall_ms']:8.1f} ms wall / {row['cpu_ms']:8.1f} ms "
                        f"CPU  {row['what']}")
+        for row in t.get("cpu", [])[:8]:
+            out.append(f"             CPU {row['cpu_ms'] / 1000:6.2f} s in {row['n']:8,} steps  {row['what']}")
         for row in t["longest"][:5]:
             out.append(f"             longest {row['wall_ms']:.1f} ms wall / {row['cpu_ms']:.1f} ms CPU  {row['what']}")
     gcs = "; ".join(f"gen{g} {q}" for g, q in report["gc"].items() if q)
@@ -453,7 +456,8 @@ def stage_line(worker: Worker) -> str:
     if script and script[-1][1]:
         tail = "; of redis, the write script's own call " + " / ".join(
             f"{bucket_quantile(script, q) * 1000:.1f}" for q in (0.5, 0.99))
-    return ("stages     p50 / p99 ms of the worker's cooldowns, publish -> Redis in order (bucket-interpolated): "
+    return ("stages     p50 / p99 ms of the worker's cooldowns (bucket-interpolated; fetched, queued, decided in "
+            "order, then durable and redis each from the decision): "
             + (", ".join(parts) or "none recorded") + tail)
 
 

@@ -151,6 +151,8 @@ class _Steps:
         self.slow_wall: dict[str, float] = collections.defaultdict(float)
         self.slow_cpu: dict[str, float] = collections.defaultdict(float)
         self.longest: list[tuple[float, float, str]] = []
+        self.by_what: collections.Counter[str] = collections.Counter()
+        self.cpu_by_what: dict[str, float] = collections.defaultdict(float)
 
 
 def _bucket(ms: float) -> int:
@@ -194,8 +196,10 @@ def loop_probe(path: str) -> None:
         steps.cpu_s += cpu / 1000
         steps.wall[_bucket(wall)] += 1
         steps.cpu[_bucket(cpu)] += 1
+        what = _what(self)
+        steps.by_what[what] += 1
+        steps.cpu_by_what[what] += cpu
         if wall >= SLOW_MS:
-            what = _what(self)
             steps.slow[what] += 1
             steps.slow_wall[what] += wall
             steps.slow_cpu[what] += cpu
@@ -269,6 +273,8 @@ def loop_probe(path: str) -> None:
                 "slow": [{"what": w, "n": n, "wall_ms": round(steps.slow_wall[w], 1),
                           "cpu_ms": round(steps.slow_cpu[w], 1)} for w, n in steps.slow.most_common(15)],
                 "longest": [{"wall_ms": round(w, 1), "cpu_ms": round(c, 1), "what": x} for w, c, x in longest],
+                "cpu": [{"what": w, "n": steps.by_what[w], "cpu_ms": round(c, 1)} for w, c in sorted(
+                    steps.cpu_by_what.items(), key=lambda item: -item[1])[:12]],
             }
         out["gc"] = {str(g): quantiles([w for gen, w, _ in gcs if gen == g]) for g in (0, 1, 2)}
         out["handover_ms"] = {name: quantiles(list(v)) for name, v in handover.items()}
