@@ -30,7 +30,7 @@ from replay_bench import run_replay, stream_files
 from coolant.config.loader import load_config
 from coolant.config.yaml_read import load_yaml
 from coolant.io.sources import read_blocks
-from coolant.native_backend import BACKENDS, resolve
+from coolant.native_backend import BACKENDS, on_python, resolve
 from coolant.tuning.grid import build_grid, parse_axis
 from coolant.tuning.runner import GridRun, default_jobs
 from coolant.tuning.traffic import load_recording
@@ -65,7 +65,9 @@ def main() -> None:
 
     started, cpu_started = time.perf_counter(), _cpu()
     backend = resolve(a.backend)
-    recording = load_recording(read_blocks([str(data)]), quiet_gap=60, keep_blocks=backend == "native")
+    native = backend == "native"
+    recording = load_recording(read_blocks([str(data)]), quiet_gap=60, keep_blocks=native,
+                               lean=native and not any(on_python(pt.policy) for pt in points))
     t_read, cpu_read = time.perf_counter() - started, _cpu() - cpu_started
     charted = recording.busiest(3)
     grid_started = time.perf_counter()
@@ -84,7 +86,7 @@ def main() -> None:
     # the wall time the run would take on `jobs` otherwise idle cores: its CPU seconds spread over them
     idle_ratio = (cpu_read + cpu_grid / run.jobs) / cpu_replay
 
-    n, k = len(recording.records), len(points)
+    n, k = recording.engine_records, len(points)
     size_mb = data.stat().st_size / 1e6
     print(f"file        {data} ({recording.lines:,} records, {size_mb:.0f} MB), {k} policies, {run.jobs} processes "
           f"(cpus: {os.cpu_count()})")

@@ -129,7 +129,7 @@ class _Native(Protocol):
     def scan_compact(self, compact: Any, pos: int) -> tuple[int, int, int, bytes | None, bool]: ...
 
 
-_Handed = tuple[str, int, int, bytes, bool, Sequence[Record] | None]
+_Handed = tuple[str, int, int, bytes, bool, Sequence[Record | None] | None]
 """A line the native scan handed back: (source, first line of its block, its number in the block, its bytes, whether
 it names nothing twice, the block's records when decoded already)."""
 
@@ -158,7 +158,7 @@ class NativeBackend:
         return self.decoded + self.native.tallied
 
     def run(
-        self, block: Block, on_invalid: Callable[[str], None], decoded: Sequence[Record] | None = None
+        self, block: Block, on_invalid: Callable[[str], None], decoded: Sequence[Record | None] | None = None
     ) -> Iterator[tuple[Record, Step]]:
         """`decoded`: the block's records already decoded, one per line (`one_per_line`): a line the scan hands
         back is looked up there instead of decoded again (tuning decodes a recording once for every policy)."""
@@ -167,11 +167,11 @@ class NativeBackend:
             yield decode(raw, True), COUNTED  # yields its step (COUNTED) rather than adding it to `counted` (FP1)
 
     def _handed(
-        self, block: Block, on_invalid: Callable[[str], None], decoded: Sequence[Record] | None
+        self, block: Block, on_invalid: Callable[[str], None], decoded: Sequence[Record | None] | None
     ) -> Iterator[Record]:
         return self._records(self._scanned(block, decoded), on_invalid)
 
-    def _scanned(self, block: Block, decoded: Sequence[Record] | None) -> Iterator[_Handed]:
+    def _scanned(self, block: Block, decoded: Sequence[Record | None] | None) -> Iterator[_Handed]:
         """The block's lines the native side did not tally, in order."""
         source, first, data = block
         scan = self.native.scan
@@ -183,7 +183,7 @@ class NativeBackend:
             yield source, first, lineno, raw, names_distinct, decoded
 
     def _compacted(
-        self, compact: Any, blocks: Sequence[Block], decoded: Sequence[Sequence[Record] | None]
+        self, compact: Any, blocks: Sequence[Block], decoded: Sequence[Sequence[Record | None] | None]
     ) -> Iterator[_Handed]:
         """`_scanned` over every block, read once as `compact`."""
         scan = self.native.scan_compact
@@ -205,9 +205,8 @@ class NativeBackend:
         engine = self.engine
         states = engine.states
         for source, first, lineno, raw, names_distinct, decoded in lines:
-            if decoded is not None:
-                rec = decoded[lineno]
-            else:
+            rec = None if decoded is None else decoded[lineno]
+            if rec is None:  # not decoded already (a plain success where only the others were)
                 try:
                     rec = decode(raw, names_distinct)
                 except InvalidRecord as exc:
@@ -229,7 +228,7 @@ class NativeBackend:
         self,
         compact: Any,
         blocks: Sequence[Block],
-        decoded: Sequence[Sequence[Record] | None],
+        decoded: Sequence[Sequence[Record | None] | None],
         on_invalid: Callable[[str], None],
     ) -> Iterator[tuple[Record, Step]]:
         """`run_all` over `blocks` read once already as `compact` (`compact_of` the same blocks) for the runs of

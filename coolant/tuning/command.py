@@ -167,7 +167,8 @@ def tune_command(
     workers = min(jobs or default_jobs(), len(points))
     started = time.perf_counter()
     try:
-        recording = _read(events, quiet_gap, err, show, ran == "native")
+        lean = ran == "native" and not any(on_python(p.policy) for p in points)  # no policy needs every record
+        recording = _read(events, quiet_gap, err, show, ran == "native", lean)
     except SourceError as exc:
         raise _error(err, str(exc)) from None
     read_s = time.perf_counter() - started
@@ -190,7 +191,7 @@ def tune_command(
     results = [Result(p, ev.figures) for p, ev in zip(points, evaluations, strict=True)]
     ranked = rank(results, obj)
 
-    n = len(recording.records)
+    n = recording.engine_records
     err.print(
         f"[bold]tune[/bold]: {recording.lines:,} records ({recording.invalid:,} invalid) × {len(points):,} policies "
         f"in {total_s:.2f} s (reading {read_s:.2f} s), {workers} process{'es' if workers > 1 else ''}, "
@@ -244,13 +245,13 @@ def _backend(ran: str, asked: str, points: list[GridPoint]) -> str:
     return f"native ({len(why)} on python: {'; '.join(dict.fromkeys(why))})" if why else "native"
 
 
-def _read(events: list[str], quiet_gap: float, err: Console, show: bool, native: bool) -> Recording:
+def _read(events: list[str], quiet_gap: float, err: Console, show: bool, native: bool, lean: bool) -> Recording:
     if not show:
-        return load_recording(read_blocks(events), quiet_gap, native)
+        return load_recording(read_blocks(events), quiet_gap, native, lean)
     columns = (TextColumn("reading"), BarColumn(), DownloadColumn(), TimeRemainingColumn())
     with Progress(*columns, console=err, transient=True) as bar:
         task = bar.add_task("read", total=total_size(events) or None)
-        return load_recording(read_blocks(events, lambda n: bar.advance(task, n)), quiet_gap, native)
+        return load_recording(read_blocks(events, lambda n: bar.advance(task, n)), quiet_gap, native, lean)
 
 
 def _run(

@@ -47,7 +47,7 @@ class _Shared:
     flap_window: float
     charted: tuple[str, ...]
     blocks: Sequence[Block] | None = None
-    decoded: Sequence[Sequence[Record] | None] | None = None
+    decoded: Sequence[Sequence[Record | None] | None] | None = None
     compact: Any | None = None
 
 
@@ -75,7 +75,7 @@ def evaluate(
     flap_window: float,
     charted: Sequence[str] = (),
     blocks: Sequence[Block] | None = None,
-    decoded: Sequence[Sequence[Record] | None] | None = None,
+    decoded: Sequence[Sequence[Record | None] | None] | None = None,
     compact: Any | None = None,
 ) -> Evaluation:
     """Replay `records` (file order) through a fresh engine and measure its would-be cooldowns. With the raw
@@ -107,7 +107,7 @@ def _steps(
     policy: Policy,
     records: Sequence[EngineInput],
     blocks: Sequence[Block] | None,
-    decoded: Sequence[Sequence[Record] | None] | None,
+    decoded: Sequence[Sequence[Record | None] | None] | None,
     compact: Any | None,
 ) -> Iterator[tuple[Record, Step]]:
     if blocks is None:
@@ -123,7 +123,7 @@ def _steps(
 
 
 def _native_run(
-    path: NativeBackend, blocks: Sequence[Block], decoded: Sequence[Sequence[Record] | None]
+    path: NativeBackend, blocks: Sequence[Block], decoded: Sequence[Sequence[Record | None] | None]
 ) -> Iterator[tuple[Record, Step]]:
     """`run_all` with each block's records decoded already (in the parent, once for every policy)."""
     for block, recs in zip(blocks, decoded, strict=True):
@@ -157,7 +157,7 @@ class GridRun:
         charted: Sequence[str] = (),
         jobs: int = 1,
         blocks: Sequence[Block] | None = None,
-        decoded: Sequence[Sequence[Record] | None] | None = None,
+        decoded: Sequence[Sequence[Record | None] | None] | None = None,
         compact: Any | None = None,
     ) -> None:
         self.policies = list(policies)

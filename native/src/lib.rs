@@ -1254,6 +1254,9 @@ struct CompactLine {
     line: u32,
     start: u32,
     end: u32,
+    /// where the event id's bytes are in the block (a plain success's)
+    ev_start: u32,
+    ev_len: u32,
     distinct: bool,
 }
 
@@ -1308,6 +1311,8 @@ impl Compact {
                         line: lineno,
                         start: pos as u32,
                         end: end as u32,
+                        ev_start: 0,
+                        ev_len: 0,
                         distinct: false,
                     };
                     match read_line(raw) {
@@ -1315,7 +1320,10 @@ impl Compact {
                             let id = l.deployment_id.unwrap_or_default();
                             e.dep = intern_bytes(&mut dep_index, &mut deps, id);
                             e.dep_hash = hash.of(id);
-                            e.event = hash.of(l.event_id.unwrap_or_default());
+                            let ev = l.event_id.unwrap_or_default();
+                            e.event = hash.of(ev);
+                            e.ev_start = (ev.as_ptr() as usize - data.as_ptr() as usize) as u32;
+                            e.ev_len = ev.len() as u32;
                             e.ts = l.ts.unwrap_or_default();
                             e.gateway = intern_bytes(&mut gw_index, &mut gateways, l.gateway.unwrap_or_default());
                         }
@@ -1333,6 +1341,81 @@ impl Compact {
 
     fn __len__(&self) -> usize {
         self.lines.len()
+    }
+
+    /// The lines that are not plain successes, Python's to decode: (their number here, block, line number in the
+    /// block, bytes, whether it is a flat object that names nothing twice), in file order.
+    #[allow(clippy::type_complexity)]
+    fn python_lines<'py>(&self, py: Python<'py>) -> Vec<(usize, usize, usize, Bound<'py, PyBytes>, bool)> {
+        let datas: Vec<&[u8]> = self.blocks.iter().map(|b| b.bind(py).as_bytes()).collect();
+        let mut out = Vec::new();
+        for (n, e) in self.lines.iter().enumerate() {
+            if e.dep == u32::MAX {
+                let raw = &datas[e.block as usize][e.start as usize..e.end as usize];
+                out.push((n, e.block as usize, e.line as usize, PyBytes::new(py, raw), e.distinct));
+            }
+        }
+        out
+    }
+
+    /// The traffic the tuning metrics count (coolant.tuning.traffic): (deployment id, the ts of its failures, of
+    /// its successes) for each deployment with either, in file order, each (deployment, event id) once (the first). The plain successes are
+    /// this side's; `others` are the outcomes among `python_lines`, decoded: (number here, deployment id, event
+    /// id, ts, kind: 0 failure, 1 success, 2 neither), in file order. Also (the number of plain successes, the
+    /// least and the greatest of their ts).
+    #[allow(clippy::type_complexity)]
+    fn traffic(
+        &self,
+        py: Python<'_>,
+        others: Vec<(usize, String, String, f64, u8)>,
+    ) -> (Vec<(String, Vec<f64>, Vec<f64>)>, usize, f64, f64) {
+        let datas: Vec<&[u8]> = self.blocks.iter().map(|b| b.bind(py).as_bytes()).collect();
+        let mut names: Vec<&[u8]> = self.deps.iter().map(|d| d.as_slice()).collect();
+        let mut number: HashMap<&[u8], u32> = names.iter().enumerate().map(|(i, &d)| (d, i as u32)).collect();
+        let mut kept: Vec<(Vec<f64>, Vec<f64>)> = vec![(Vec::new(), Vec::new()); names.len()];
+        let mut seen: std::collections::HashSet<(u32, &[u8])> = std::collections::HashSet::new();
+        let (mut count, mut lo, mut hi) = (0usize, f64::INFINITY, f64::NEG_INFINITY);
+        let mut next = others.iter().peekable();
+        for n in 0..=self.lines.len() {
+            while let Some(o) = next.next_if(|o| o.0 <= n) {
+                let dep = o.1.as_bytes();
+                let d = match number.get(dep) {
+                    Some(&d) => d,
+                    None => {
+                        let d = names.len() as u32;
+                        names.push(dep);
+                        number.insert(dep, d);
+                        kept.push((Vec::new(), Vec::new()));
+                        d
+                    }
+                };
+                if seen.insert((d, o.2.as_bytes())) {
+                    match o.4 {
+                        0 => kept[d as usize].0.push(o.3),
+                        1 => kept[d as usize].1.push(o.3),
+                        _ => {}
+                    }
+                }
+            }
+            let Some(e) = self.lines.get(n) else { break };
+            if e.dep == u32::MAX {
+                continue;
+            }
+            count += 1;
+            lo = lo.min(e.ts);
+            hi = hi.max(e.ts);
+            let ev = &datas[e.block as usize][e.ev_start as usize..(e.ev_start + e.ev_len) as usize];
+            if seen.insert((e.dep, ev)) {
+                kept[e.dep as usize].1.push(e.ts);
+            }
+        }
+        let out = names
+            .iter()
+            .zip(kept)
+            .filter(|(_, (f, s))| !f.is_empty() || !s.is_empty())
+            .map(|(d, (f, s))| (String::from_utf8_lossy(d).into_owned(), f, s)) // read from lines: UTF-8
+            .collect();
+        (out, count, lo, hi)
     }
 }
 

@@ -65,6 +65,7 @@ def test_each_policy_cools_what_replay_cools(tmp_path: Path, health: bool) -> No
     blocks = _blocks()
     native = native_backend.available()
     recording = load_recording(blocks, quiet_gap=60, keep_blocks=native)
+    lean = load_recording(blocks, quiet_gap=60, keep_blocks=native, lean=True)
     if native:
         assert recording.decoded is not None
         assert [d is not None for d in recording.decoded] == [True, False, True]  # the blank and invalid lines
@@ -82,6 +83,8 @@ def test_each_policy_cools_what_replay_cools(tmp_path: Path, health: bool) -> No
         if native:
             bl, dec, compact = recording.blocks, recording.decoded, recording.compact
             ways += [(bl, None, None), (bl, dec, None), (bl, dec, compact), (bl, None, compact)]
+            if lean.compact is not None:  # only the lines that are not plain successes decoded
+                ways += [(lean.blocks, lean.decoded, lean.compact), (lean.blocks, lean.decoded, None)]
         for way, (bl, dec, compact) in enumerate(ways):
             ev = evaluate(pt.policy, recording.records, recording.traffic, 30, charted, bl, dec, compact)
             got = {d: spans for d, spans in ev.timelines.items() if spans}
@@ -91,6 +94,30 @@ def test_each_policy_cools_what_replay_cools(tmp_path: Path, health: bool) -> No
         cooled += sum(map(len, want.values()))
         held += suppressed
     assert cooled > 100 and held > 0  # the grid cools and X3 holds some back: there is something to compare
+
+
+def test_a_lean_reading_counts_what_a_full_one_counts() -> None:
+    """`load_recording(lean=True)`: the plain successes counted natively, the rest decoded; the same traffic and
+    totals as decoding every record, with republished copies that the native reader reads and copies it leaves
+    to Python (an escaped id: the same attempt), either first."""
+    if not hasattr(native_backend._native_module(), "Compact"):
+        pytest.skip("coolant_native is not built, or built before it read recordings once")
+    blocks = _blocks()
+    source, first, data = blocks[2]
+    lines = data.split(b"\n")
+    escaped = [line.replace(b'"event_id":"ev', b'"event_id":"\\u0065v', 1) for line in lines[:40]]
+    assert escaped[0] != lines[0]
+    blocks[2] = (source, first, b"\n".join([*lines[:20], *escaped, *lines[20:]]))
+    blocks.append(("g", 1, b"\n".join(escaped[::-1]) + b"\n" + b"\n".join(lines[::-1][:30])))
+    full = load_recording(blocks, quiet_gap=60, keep_blocks=True)
+    lean = load_recording(blocks, quiet_gap=60, keep_blocks=True, lean=True)
+    assert lean.records == [] and lean.compact is not None
+    for name in ("lines", "invalid", "invalid_samples", "ignored", "engine_records", "first_ts", "last_ts"):
+        assert getattr(lean, name) == getattr(full, name), name
+    assert lean.traffic == full.traffic
+    assert list(lean.traffic) == list(full.traffic)
+    assert (full.invalid, full.engine_records) == (1, len(full.records))
+    assert full.successes > 2000 and full.failures > 100
 
 
 @pytest.mark.parametrize(
