@@ -10,17 +10,22 @@ order:
 3. ``scripts/kafka-local start`` / ``scripts/redis-local start`` (idempotent; the services are left running);
 4. otherwise the test fails when ``REQUIRE_INTEGRATION=1``, else it is skipped.
 
+A test module whose own ``pytestmark`` makes ``-m`` deselect all its tests is not imported (tests/support/selection.py):
+``-m 'not integration'`` does not pay for the integration modules' imports (LiteLLM's among them).
+
 Hypothesis runs the ``ci`` profile (full example counts) unless ``--hypothesis-profile quick`` or
 ``HYPOTHESIS_PROFILE=quick`` asks for the quick one (tests/support/hypothesis.py).
 """
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
 
 from tests.support import hypothesis as hypothesis_profiles
+from tests.support.selection import ignored
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -28,6 +33,11 @@ pytest_plugins = ["tests.support.kafka", "tests.support.redis", "tests.support.w
 """The fixtures every test folder shares: `kafka_bootstrap`, `redis_url`, `case` (tests/support/)."""
 
 hypothesis_profiles.load()
+
+# LiteLLM's bundled model cost map, not a fetch from GitHub at its import (a network wait, or a connection error and
+# retries in a thread where there is no network, and a map that can change under a running test); the proxies and
+# interpreters the tests start inherit it
+os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
 SERVICE_FIXTURES = frozenset({"kafka_bootstrap", "redis_url"})
 """A test that asks for one of these (directly or through another fixture) needs a service."""
@@ -41,3 +51,8 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         if SERVICE_FIXTURES & set(getattr(item, "fixturenames", ())) and item.get_closest_marker("integration") is None:
             item.add_marker(pytest.mark.integration)
+
+
+def pytest_ignore_collect(collection_path: Path, config: pytest.Config) -> bool | None:
+    """Skip importing a module `-m` deselects whole (tests/support/selection.py); None lets pytest decide."""
+    return True if ignored(collection_path, config.getoption("markexpr", "") or "") else None

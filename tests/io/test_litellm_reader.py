@@ -35,7 +35,8 @@ from coolant.processors.state import HealthState  # noqa: E402
 from coolant.schemas import Cooldown, Window  # noqa: E402
 
 # litellm's own TypedDicts trip a pydantic notice about `ReadOnly`; it says nothing about these tests
-pytestmark = pytest.mark.filterwarnings("ignore:.*ReadOnly.*:UserWarning")
+pytestmark = [pytest.mark.integration,  # every test reads from Redis (`redis_url`)
+              pytest.mark.filterwarnings("ignore:.*ReadOnly.*:UserWarning")]
 
 
 def make_cd(deployment_id: str, duration: float, status: int | None = 429) -> Cooldown:

@@ -10,6 +10,7 @@ JSON schema folder: the proxy died with "cannot import name 'Outcome' from 'cool
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import subprocess
 import sys
@@ -21,7 +22,8 @@ from pathlib import Path
 import pytest
 from packaging.requirements import Requirement
 
-pytest.importorskip("litellm")
+if importlib.util.find_spec("litellm") is None:  # found, not imported: the subprocesses import it
+    pytest.skip("litellm (the [test] extra) is not installed", allow_module_level=True)
 
 pytestmark = pytest.mark.timeout(900)  # a fresh interpreter imports the proxy; pip resolves the extra
 
@@ -58,6 +60,7 @@ LOAD = textwrap.dedent('''
 ''')
 
 
+@pytest.mark.slow  # a fresh interpreter imports all of LiteLLM's proxy: the slowest service-free test
 def test_a_checkout_named_coolant_above_the_proxy_does_not_shadow_it(tmp_path: Path) -> None:
     checkout = tmp_path / "coolant"  # a source checkout's root, as `git clone` names it
     (checkout / "schemas" / "json").mkdir(parents=True)
