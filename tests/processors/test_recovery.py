@@ -14,6 +14,7 @@ from coolant.config.errors import ConfigError
 from coolant.config.loader import parse_config
 from coolant.processors import Engine, Policy, Step
 from coolant.schemas import Health, Outcome
+from tests.support.hypothesis import examples
 
 T0 = 1_800_000_000.0
 COOLDOWN = 5.0
@@ -186,7 +187,7 @@ def model(
     return out
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)  # 200 under `ci`, fewer under `quick`
 @given(
     steps=st.lists(
         st.tuples(st.integers(1, 16).map(lambda q: q / 4), st.sampled_from(["fail", "x", "x", "o", "o"])),
