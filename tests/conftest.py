@@ -21,11 +21,12 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from tests.support import hypothesis as hypothesis_profiles
-from tests.support.selection import ignored
+from tests.support.selection import ignored, scope, service_free
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -56,3 +57,18 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 def pytest_ignore_collect(collection_path: Path, config: pytest.Config) -> bool | None:
     """Skip importing a module `-m` deselects whole (tests/support/selection.py); None lets pytest decide."""
     return True if ignored(collection_path, config.getoption("markexpr", "") or "") else None
+
+
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    """`--dist loadfile` in a service-free run (`-m` leaves out `integration`): a file per process as usual, but the
+    LiteLLM test modules all in one, so that only one process imports LiteLLM (tests/support/selection.py). Any
+    other run (CI's, where they start proxies of minutes each) is scheduled by pytest-xdist alone (None)."""
+    if config.getoption("dist", None) != "loadfile" or not service_free(config.getoption("markexpr", "") or ""):
+        return None
+    from xdist.scheduler import LoadFileScheduling
+
+    class LiteLLMTogether(LoadFileScheduling):  # type: ignore[misc]
+        def _split_scope(self, nodeid: str) -> str:
+            return scope(nodeid)
+
+    return LiteLLMTogether(config, log)

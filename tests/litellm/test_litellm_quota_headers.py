@@ -14,15 +14,12 @@ from typing import Any
 import pytest
 from support_litellm import MESSAGES, deployment
 
+from coolant.integrations.litellm.ratelimit_headers import quota_fields, response_headers
+from coolant.schemas import RateLimit
+from tests.support.lazy import lazy_or_skip
 from tests.support.upstream import FakeOpenAI
 
-litellm = pytest.importorskip("litellm")
-
-from litellm.integrations.custom_logger import CustomLogger  # noqa: E402
-
-from coolant.integrations.litellm import build_outcome  # noqa: E402
-from coolant.integrations.litellm.ratelimit_headers import quota_fields, response_headers  # noqa: E402
-from coolant.schemas import RateLimit  # noqa: E402
+litellm = lazy_or_skip("litellm")  # imported by the first test that runs (not at collection)
 
 pytestmark = pytest.mark.filterwarnings("ignore:.*ReadOnly.*:UserWarning")
 
@@ -48,22 +45,29 @@ async def test_a_plain_success_announces_nothing(fake: FakeOpenAI) -> None:
     assert quota_fields(response_headers(response), time.time()) == {}
 
 
-class _Capture(CustomLogger):  # type: ignore[misc]
-    """What LiteLLM hands its success hook, kept for `build_outcome`."""
+def _capture() -> Any:
+    """A success hook that keeps what LiteLLM hands it, for `build_outcome` (a `CustomLogger`, so made when a test
+    runs)."""
+    from litellm.integrations.custom_logger import CustomLogger
 
-    def __init__(self) -> None:
-        super().__init__()
-        self.calls: list[tuple[dict[str, Any], Any, Any]] = []
-        self.done = asyncio.Event()
+    class Capture(CustomLogger):  # type: ignore[misc]
+        def __init__(self) -> None:
+            super().__init__()
+            self.calls: list[tuple[dict[str, Any], Any, Any]] = []
+            self.done = asyncio.Event()
 
-    async def async_log_success_event(self, kwargs: Any, response_obj: Any, start_time: Any, end_time: Any) -> None:
-        self.calls.append((dict(kwargs), start_time, end_time))
-        self.done.set()
+        async def async_log_success_event(self, kwargs: Any, response_obj: Any, start_time: Any, end_time: Any) -> None:
+            self.calls.append((dict(kwargs), start_time, end_time))
+            self.done.set()
+
+    return Capture()
 
 
 async def test_the_success_hook_gets_them_and_the_outcome_carries_them(fake: FakeOpenAI) -> None:
     """The callback's record of a success that spent the budget carries `ratelimit` (from the logging payload)."""
-    capture = _Capture()
+    from coolant.integrations.litellm import build_outcome  # its records module reads LiteLLM's at import
+
+    capture = _capture()
     saved = list(litellm.callbacks)
     litellm.callbacks = [capture]
     try:

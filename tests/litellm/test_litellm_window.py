@@ -20,9 +20,9 @@ from support_litellm import MESSAGES, deployment
 from coolant.processors import Engine, Policy
 from coolant.processors.policy import DeploymentEntry, Registry
 from coolant.schemas import Outcome
+from tests.support.lazy import lazy_or_skip
 
-litellm = pytest.importorskip("litellm")
-from litellm.router_utils.cooldown_handlers import get_cooldown_deployments  # noqa: E402
+litellm = lazy_or_skip("litellm")  # imported by the first test that runs (not at collection)
 
 pytestmark = pytest.mark.filterwarnings("ignore:.*ReadOnly.*:UserWarning")
 
@@ -63,6 +63,8 @@ class PinnedRouter:
         return self.mem.cache_dict[full], self.mem.ttl_dict[full] - T0
 
     def cooled(self) -> bool:
+        from litellm.router_utils.cooldown_handlers import get_cooldown_deployments
+
         return "b" in get_cooldown_deployments(self.ctx, None)
 
 

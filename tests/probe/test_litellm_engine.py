@@ -9,21 +9,21 @@ is tests/probe/test_litellm_verdicts.py.
 
 from __future__ import annotations
 
+import importlib
 import importlib.util
 import os
 from typing import Any
 
 import pytest
 
-os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")  # no network fetch of the cost map at import
-pytest.importorskip("litellm", reason="litellm (the [test] extra) is not installed")
-
-import litellm
-
 from coolant.probe.classify import classify
 from coolant.probe.http import LiteLLMProber, Unsupported
 from coolant.probe.service import _Dispatch
 from coolant.probe.targets import Target
+from tests.support.lazy import lazy_or_skip
+
+os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")  # no network fetch of the cost map at import
+litellm = lazy_or_skip("litellm")  # imported by the first test that runs (not at collection)
 
 SECRET = "sk-litellm-engine-test-0123456789"
 
@@ -57,7 +57,7 @@ def proxy_extra(monkeypatch: pytest.MonkeyPatch) -> None:
 
 def fake(monkeypatch: pytest.MonkeyPatch, answer: dict[str, Any]) -> FakeHealthCheck:
     check = FakeHealthCheck(answer)
-    monkeypatch.setattr(litellm, "ahealth_check", check)
+    monkeypatch.setattr(importlib.import_module("litellm"), "ahealth_check", check)  # the module, not the stand-in
     return check
 
 

@@ -27,12 +27,13 @@ from coolant.probe.http import PROMPT, HttpProber, LiteLLMProber
 from coolant.probe.results import exception_status
 from coolant.probe.targets import Target
 from tests.probe import litellm_proxy
+from tests.support.lazy import LazyModule
 from tests.support.upstream import FakeOpenAI
 
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")  # no network fetch of the cost map at import
 litellm_proxy.require("litellm", "fastapi")  # ahealth_check imports litellm.proxy.litellm_pre_call_utils (fastapi)
 
-import litellm  # noqa: E402
+litellm = LazyModule("litellm")  # imported by the test when it runs (not at collection)
 
 KEY = "sk-verdicts-test-0123456789"
 ERROR_STATUSES = [400, 401, 403, 404, 408, 409, 413, 418, 422, 429, 500, 501, 502, 503, 504]

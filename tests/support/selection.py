@@ -76,3 +76,19 @@ def ignored(path: Path, markexpr: str) -> bool:
     except (OSError, SyntaxError, ValueError):
         return False  # collected as usual: pytest reports what is wrong with it
     return deselects_all(Expression.compile(markexpr), markers)
+
+
+LITELLM_FILES = "test_litellm_"
+"""The test modules that import LiteLLM (when a test runs: tests/support/lazy.py) carry this in their names."""
+
+
+def service_free(markexpr: str) -> bool:
+    """True when `-m markexpr` leaves out every `integration` test."""
+    return bool(markexpr) and deselects_all(Expression.compile(markexpr), frozenset({"integration"}))
+
+
+def scope(nodeid: str) -> str:
+    """A test's unit of work for pytest-xdist in a service-free run: its file, as `--dist loadfile` has it, except that
+    the LiteLLM test modules are one unit, so that one process imports LiteLLM, not each."""
+    path = nodeid.split("::", 1)[0]
+    return LITELLM_FILES if path.rpartition("/")[2].startswith(LITELLM_FILES) else path

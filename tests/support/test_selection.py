@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from _pytest.mark.expression import Expression
 
-from tests.support.selection import deselects_all, ignored, module_markers
+from tests.support.selection import LITELLM_FILES, deselects_all, ignored, module_markers, scope, service_free
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -75,7 +75,23 @@ def test_the_documented_quick_command_leaves_out_every_service_and_slow_test() -
     assert expression.evaluate(lambda name, **kwargs: False)  # an unmarked test runs
     for marker in ("integration", "slow"):
         assert not expression.evaluate(lambda name, **kwargs: name == marker), marker  # noqa: B023
-    assert "-n" in argv  # both cores
+    assert "-n" in argv and argv[argv.index("--dist") + 1] == "loadfile"  # both cores, a file in one process
+    assert service_free(argv[argv.index("-m") + 1])  # so the LiteLLM test files share one process (`scope`)
+
+
+def test_the_litellm_files_are_one_unit_of_work_the_others_their_own() -> None:
+    assert scope("tests/litellm/test_litellm_window.py::test_x[WC4]") == LITELLM_FILES
+    assert scope("tests/probe/test_litellm_engine.py::test_y") == LITELLM_FILES
+    assert scope("tests/probe/test_units.py::test_z") == "tests/probe/test_units.py"
+    assert scope("tests/cli/test_replay.py::test_w[a::b]") == "tests/cli/test_replay.py"
+
+
+@pytest.mark.parametrize(("markexpr", "free"), [
+    ("not integration", True), ("not integration and not slow", True), ("not slow", False), ("", False),
+    ("integration", False),
+])
+def test_service_free(markexpr: str, free: bool) -> None:
+    assert service_free(markexpr) is free
 
 
 def test_ci_selects_every_test() -> None:
