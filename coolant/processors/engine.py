@@ -19,7 +19,7 @@ from coolant.processors.dispositions import Disposition, Skip
 from coolant.processors.duration import provider_capped, request_duration, router_duration
 from coolant.processors.emit import admit, build
 from coolant.processors.health import transition
-from coolant.processors.policy import DeploymentEntry, Options, Policy
+from coolant.processors.policy import COUNTER_TTL, DeploymentEntry, Options, Policy
 from coolant.processors.state import DeploymentState, HealthState, PathState, PodCounters
 from coolant.processors.value import value
 from coolant.schemas import Cooldown, Health, HealthTransition, Outcome, Record, Window
@@ -72,6 +72,12 @@ def _accept(o: Options, ps: PathState, event_id: str, ts: float) -> Step | None:
             ps.gc_next = (ts // 60 + 1) * 60
             windows.discard(ps, o.late_after, o.slot_width)
     return None
+
+
+def short_path(o: Options) -> bool:
+    """`Engine.feed_all` decides a success itself: a counted success only counts (no X6 quota rule reads its
+    announced budget, no outlier rule its streak or recent buckets)."""
+    return o.quota is None and o.outlier is None
 
 
 def counted(o: Options, rec: Outcome) -> bool:
@@ -355,8 +361,70 @@ class Engine:
         them (FP1, docs/engine-fast-path.md): those add 1 to their `DeploymentState.counted` instead.
 
         Nearly every record is such a success, so skipping `feed`'s dispatch and the caller's per-step work for
-        them is replay's and tuning's hot path. The decision is still `step_outcome`'s, the worker's own.
+        them is replay's and tuning's hot path. Under the options the short path serves (no X6 quota rules, not the
+        outlier profile: `short_path`), a success of a deployment with a state is decided here, by the rules
+        `step_outcome` applies to it in the same order (L1-L3, O3/N2/N4, O5, LC2, X7.2), without its calls;
+        every other record is `step_outcome`'s or `feed`'s. Property tests hold the two to the same steps and
+        states on random streams.
         """
+        if not short_path(self.policy.options):
+            yield from self._feed_all(records)
+            return
+        policy = self.policy
+        o = policy.options
+        states = self.states
+        feed = self.feed
+        late_after, width, d7 = o.late_after, o.slot_width, o.litellm_counters
+        final_only = o.count_attempts == "final_only"
+        for rec in records:
+            if type(rec) is not Outcome or (st := states.get(rec.deployment_id)) is None:
+                yield rec, feed(rec)
+                continue
+            if not rec.ok:
+                step = step_outcome(policy, st.request, rec)
+                yield rec, self.filter(step) if step.candidate else step
+                continue
+            ps = st.request
+            ts = rec.ts
+            hw = ps.hw
+            if hw - ts > late_after:  # L1
+                yield rec, LATE
+                continue
+            seen = ps.seen
+            event_id = rec.event_id
+            if event_id in seen:  # L2
+                yield rec, DUPLICATE
+                continue
+            seen[event_id] = ts
+            if ts > hw:
+                ps.hw = ts
+                if ts >= ps.gc_next:  # L3, once per event-time minute
+                    ps.gc_next = (ts // 60 + 1) * 60
+                    windows.discard(ps, late_after, width)
+            if (rec.final is False and final_only) or rec.origin == "caller" or rec.source == "pre_call_check":
+                yield rec, IGNORED  # O3, N4, N2
+                continue
+            cell = ps.windows.get(k := int(ts // width))  # O5 (`windows.slot`)
+            if cell is None:
+                ps.windows[k] = [1, 0]
+            else:
+                cell[0] += 1
+            if d7:  # LC2 (`windows.bump` of a success)
+                pod = ps.litellm.get(gateway := rec.gateway or "")
+                if pod is None:
+                    pod = ps.litellm[gateway] = PodCounters()
+                if ts >= pod.s_anchor + COUNTER_TTL:
+                    pod.s_anchor = ts
+                    pod.s_count = 1
+                else:
+                    pod.s_count += 1
+            if ps.probation:
+                ps.probation = False  # X7.2
+            st.counted += 1
+
+    def _feed_all(self, records: Iterable[Record]) -> Iterator[tuple[Record, Step]]:
+        """`feed_all` with every outcome of a known deployment decided by `step_outcome` (the quota and outlier
+        options read every success)."""
         policy = self.policy
         states = self.states
         feed = self.feed

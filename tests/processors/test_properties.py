@@ -361,20 +361,26 @@ def test_discarding_old_state_changes_nothing(case: Case) -> None:
 def _dense(case: Case, rnd: Any) -> list[schemas.Outcome | schemas.Health]:
     """The case's records with runs of plain successes after many of them (same deployment, gateway and
     window, fresh ids, now and then one on the next minute's boundary, where L3 is due): the records the
-    engine's fast path (FP1) takes, between the ones it must not."""
+    engine's fast path (FP1) takes, between the ones it must not. Now and then one of them is a redelivery (an
+    id seen before), late, ended by its caller (N4), a pre-call check (N2) or not final (O3)."""
     out: list[schemas.Outcome | schemas.Health] = []
+    ids: list[str] = []
     for i, rec in enumerate(case.records):
         out.append(rec)
+        ids.append(rec.event_id)
         if type(rec) is schemas.Outcome and rnd.random() < 0.6:
             for j in range(rnd.randrange(1, 6)):
-                # exactly 60 s on (a D7 counter's expiry) or 60/180 s back (`late_after` in two presets)
-                ts = rec.ts + rnd.choice([0, 0, 0.25, 1, 3, -2, 60, -60, -180])
+                # exactly 60 s on (a D7 counter's expiry) or 60/180/250 s back (`late_after` in two presets)
+                ts = rec.ts + rnd.choice([0, 0, 0.25, 1, 3, -2, 60, -60, -180, -250])
                 if rnd.random() < 0.1:
                     ts = (rec.ts // 60 + 1) * 60.0
+                event_id = f"s{i}.{j}" if rnd.random() < 0.9 else rnd.choice(ids)
+                ids.append(event_id)
                 out.append(msgspec.structs.replace(
-                    rec, event_id=f"s{i}.{j}", ts=ts, ok=True, status_code=None, exception_type=None,
+                    rec, event_id=event_id, ts=ts, ok=True, status_code=None, exception_type=None,
                     ratelimit=None, source=None if rnd.random() < 0.9 else "pre_call_check",
                     final=rec.final if rnd.random() < 0.8 else False,
+                    origin=None if rnd.random() < 0.8 else rnd.choice(["caller", "upstream"]),
                 ))
     return out
 

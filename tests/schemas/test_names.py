@@ -4,11 +4,14 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import orjson
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from coolant.io.sources import decode_records
 from coolant.schemas import Cooldown, InvalidRecord, Outcome, decode, decode_block, encode
-from coolant.schemas.codec import _may_repeat, _names
+from coolant.schemas.codec import _SPACE_AFTER_QUOTE, _may_repeat, _names, _names_of, _space_after_quote
 from coolant.schemas.types import NAME_MAX
 
 HEAD = b'{"schema":"coolant.outcome/1","event_id":"e","ts":1767225600.5,'
@@ -98,3 +101,48 @@ def test_replay_reports_the_line_and_keeps_the_rest() -> None:
     records = decode_records(("f.jsonl", 1, block), problems.append)
     assert [r.event_id for r in records] == ["e", "e2"]  # type: ignore[union-attr]
     assert len(problems) == 1 and "f.jsonl:2" in problems[0] and "given twice" in problems[0]
+
+
+_FIELDS = {  # optional outcome fields and values a record may give (or give as null, or leave out)
+    "status_code": 429, "exception_type": "RateLimitError", "exception_message": 'quota: "x" : 1', "retry_after": "20",
+    "cooldown_time": 5.0, "attempt": 2, "final": False, "source": "router", "gateway": "pod-1", "latency_ms": 80.5,
+    "origin": "caller", "ratelimit": {"remaining_requests": 0, "reset_requests": 2.5},
+}
+HEALTH = b'{"schema":"coolant.health/1","event_id":"p","ts":1.0,"deployment_id":"d","model_group":"g","healthy":false}'
+
+
+@st.composite
+def _lines(draw: st.DrawFn) -> bytes:
+    """An outcome line with each optional field given, given as null or left out (or, now and then, a probe)."""
+    if draw(st.integers(0, 9)) == 0:
+        return HEALTH
+    parts = [GOOD[:-1]]
+    for name, value in _FIELDS.items():
+        how = draw(st.sampled_from(["out", "null", "value"]))
+        if how != "out":
+            parts.append(b',"%s":%s' % (name.encode(), b"null" if how == "null" else orjson.dumps(value)))
+    return b"".join(parts) + b"}"
+
+
+@given(st.lists(_lines(), min_size=1, max_size=12))
+def test_the_block_count_of_names_is_the_sum_of_the_records(lines: list[bytes]) -> None:
+    """`_names_of` (a block's count, in C for one record class) is `_names` summed, whatever the nulls, nested
+    objects and record classes; and a block of them passes the screen as each of its lines does."""
+    records = [decode(line) for line in lines]
+    assert _names_of(records) == sum(map(_names, records))
+    block = b"\n".join(lines) + b"\n"
+    each = any(_may_repeat(x, _names(r)) for x, r in zip(lines, records, strict=True))
+    assert _may_repeat(block, _names_of(records)) == each
+
+
+@given(st.lists(st.sampled_from([b'"', b" ", b"\t", b"\r", b"\n", b"a", b":"]), max_size=40).map(b"".join))
+def test_the_white_space_screen_is_the_regex(raw: bytes) -> None:
+    """`_space_after_quote` (two searches from a literal, the usual case) answers what the one regex answers."""
+    assert _space_after_quote(raw) == (_SPACE_AFTER_QUOTE.search(raw) is not None)
+
+
+@pytest.mark.parametrize("space", [b" ", b"\t", b"\r", b" \t\r"])
+def test_a_block_whose_line_hides_a_repeat_behind_white_space_is_refused(space: bytes) -> None:
+    hidden = HEAD + b'"deployment_id":"dep-a","deployment_id"' + space + b':"dep-b","model_group":"g","ok":false}'
+    with pytest.raises(InvalidRecord):
+        decode_block(GOOD + b"\n" + hidden + b"\n")
