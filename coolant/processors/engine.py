@@ -401,8 +401,8 @@ class Engine:
                 if ts >= ps.gc_next:  # L3, once per event-time minute
                     ps.gc_next = (ts // 60 + 1) * 60
                     windows.discard(ps, late_after, width)
-            if (rec.final is False and final_only) or rec.origin == "caller" or rec.source == "pre_call_check":
-                yield rec, IGNORED  # O3, N4, N2
+            if (final_only or rec.origin is not None or rec.source is not None) and not counted(o, rec):
+                yield rec, IGNORED  # O3, N4, N2: `counted` reads only these three
                 continue
             cell = ps.windows.get(k := int(ts // width))  # O5 (`windows.slot`)
             if cell is None:

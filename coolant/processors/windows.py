@@ -7,6 +7,9 @@ per publishing gateway (`PathState.litellm`), counted by `bump` (LC2) in the eng
 
 from __future__ import annotations
 
+from functools import partial
+from itertools import islice, takewhile
+from operator import gt
 from typing import cast
 
 from coolant.processors.outlier import discard as outlier_discard
@@ -107,10 +110,8 @@ def discard(ps: PathState, late_after: float, width: int, hw: float | None = Non
         return
     # Ids arrive roughly in ts order and a dict keeps insertion order, so the expired ones are at
     # the front: stop at the first live one. A late id behind it stays a little longer, harmlessly.
-    expired = []
-    for event_id, t in seen.items():
-        if t >= horizon:
-            break
-        expired.append(event_id)
-    for event_id in expired:
-        del seen[event_id]
+    # (`takewhile` over `horizon > t` and `islice`: the same ids as a loop that breaks at `t >= horizon`, in C.)
+    expired = len(list(takewhile(partial(gt, horizon), seen.values())))
+    if expired:
+        for event_id in list(islice(seen, expired)):
+            del seen[event_id]

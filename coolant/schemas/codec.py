@@ -17,7 +17,7 @@ import json
 import re
 from functools import partial
 from itertools import repeat
-from operator import is_not, itemgetter
+from operator import attrgetter, is_not
 from typing import Any, cast
 
 import msgspec
@@ -33,8 +33,9 @@ InputRecord = Outcome | Health | DeploymentRecord
 Record = Outcome | Health | DeploymentRecord | Cooldown | HealthTransition
 
 _decoder = msgspec.json.Decoder(Record)
-_NAMES: dict[type, tuple[int, tuple[int, ...]]] = {}
-"""Per record class: 1 if it has a schema tag (a name of its JSON object), and the indexes of its nested objects."""
+_NAMES: dict[type, tuple[int, tuple[int, ...], tuple[str, ...]]] = {}
+"""Per record class: 1 if it has a schema tag (a name of its JSON object), the indexes of its nested objects, and
+its field names in `astuple`'s order (`msgspec.structs.fields` takes 0.6 ms a call)."""
 _encoder = msgspec.json.Encoder()
 _AT = re.compile(r" - at `\$\.([^`\[]+)")
 _MISSING = re.compile(r"missing required field `([^`]+)`")
@@ -97,13 +98,13 @@ def _normalized(value: Any) -> Any:
     return value
 
 
-def _shape(cls: type) -> tuple[int, tuple[int, ...]]:
+def _shape(cls: type) -> tuple[int, tuple[int, ...], tuple[str, ...]]:
     shape = _NAMES.get(cls)
     if shape is None:
         fields = msgspec.structs.fields(cls)
         tag = 1 if isinstance(getattr(cls, "schema", None), str) else 0  # the records carry their tag as `schema`
         nested = tuple(i for i, f in enumerate(fields) if f.name in ("ratelimit", "window", "allowed_fails_policy"))
-        shape = _NAMES[cls] = (tag, nested)
+        shape = _NAMES[cls] = (tag, nested, tuple(f.name for f in fields))
     return shape
 
 
@@ -116,11 +117,11 @@ def _names_of(records: list[Record]) -> int:
     kinds = set(map(type, records))
     if len(kinds) != 1:
         return sum(map(_names, records))
-    tag, nested = _shape(kinds.pop())
-    rows = list(map(msgspec.structs.astuple, records))
-    n = len(rows) * (tag + len(rows[0])) - sum(map(tuple.count, rows, repeat(None)))
+    cls = kinds.pop()
+    tag, nested, fields = _shape(cls)
+    n = len(records) * (tag + len(fields)) - sum(map(tuple.count, map(msgspec.structs.astuple, records), repeat(None)))
     for i in nested:
-        n += sum(map(_names, filter(_NOT_NONE, map(itemgetter(i), rows))))
+        n += sum(map(_names, filter(_NOT_NONE, map(attrgetter(fields[i]), records))))
     return n
 
 
@@ -130,7 +131,7 @@ def _names(value: Any) -> int:
     record."""
     if isinstance(value, dict):
         return len(value) - list(value.values()).count(None)
-    tag, nested = _shape(type(value))
+    tag, nested, _ = _shape(type(value))
     t = msgspec.structs.astuple(value)
     n = tag + len(t) - t.count(None)
     for i in nested:
