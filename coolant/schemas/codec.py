@@ -251,6 +251,11 @@ def decode_block(block: bytes) -> list[Record]:
         records = _decoder.decode_lines(block)
     except (msgspec.MsgspecError, RecursionError) as exc:
         raise InvalidRecord(str(exc)) from None
+    # B9's one record per line, as `decode` and the native reader apply it: msgspec splits the block by JSON value,
+    # not by line, so it takes a record over two lines and two records on one line
+    lines = block.count(b"\n") + (not block.endswith(b"\n"))
+    if (len(records) != lines and len(records) != _filled(block)) or _TWO_ON_A_LINE.search(block):
+        raise InvalidRecord("a line does not hold exactly one record")
     # B1 as `decode` applies it (msgspec skips an unknown field nested 33-999 deep without complaint). Every
     # decoded line holds at least one `{`, so a line nested deeper than MAX_DEPTH brings the block's brackets
     # to at least len(records) + MAX_DEPTH; below that no line needs the per-line scan.
@@ -262,6 +267,15 @@ def decode_block(block: bytes) -> list[Record]:
     if _may_repeat(block, _names_of(records)) and _repeated_in_lines(block):
         raise InvalidRecord("a line repeats a name")
     return records
+
+
+_TWO_ON_A_LINE = re.compile(rb"\}[ \t\r]*\{")
+"""A value's end and the next one's start on one line (inside a string too: then the per-line pass decides)."""
+
+
+def _filled(block: bytes) -> int:
+    """Lines that hold more than white space: `decode_lines` skips the others."""
+    return sum(1 for line in block.split(b"\n") if line.strip())
 
 
 def _repeated_in_lines(block: bytes) -> bool:

@@ -322,3 +322,25 @@ def test_a_line_that_names_a_field_twice_is_refused_on_both_backends(monkeypatch
     assert _outcome(Policy(), blocks, "native") == python
     monkeypatch.setattr(native_backend, "NativeBackend", _names_distinct)
     assert _outcome(Policy(), blocks, "native")["summary"]["invalid"] < 3
+
+
+@pytest.mark.parametrize("shape", ["split", "two_on_a_line", "two_with_space", "split_and_two"])
+def test_a_line_that_does_not_hold_exactly_one_record_is_invalid_on_both_backends(shape: str) -> None:
+    """B9: one record per line. msgspec's block decoder splits by JSON value, so without the line check the pure
+    backend took a record over two lines, or two on one line, that the native reader and `decode` refuse;
+    `split_and_two` keeps the block's record count equal to its line count."""
+    lines = [outcome(f"e{n}", T0 + n, "dep-01", n % 3 != 0) for n in range(8)]
+    if shape == "split":
+        cut = lines[2].index(b",")
+        lines[2:3] = [lines[2][:cut + 1], lines[2][cut + 1:]]
+    elif shape in ("two_on_a_line", "two_with_space"):
+        lines[2:4] = [lines[2] + (b" " if shape == "two_with_space" else b"") + lines[3]]
+    else:
+        cut = lines[5].index(b",")
+        lines[5:6] = [lines[5][:cut + 1], lines[5][cut + 1:]]
+        lines[2:4] = [lines[2] + lines[3]]
+    blocks: list[Block] = [("s.jsonl", 1, b"\n".join(lines) + b"\n")]
+    python = _outcome(Policy(), blocks, "python")
+    assert python["summary"]["invalid"] == {"split": 2, "split_and_two": 3}.get(shape, 1)
+    if native_backend.available():
+        assert _outcome(Policy(), blocks, "native") == python
