@@ -26,7 +26,7 @@ from typing import Any
 import pytest
 
 from tests.support import hypothesis as hypothesis_profiles
-from tests.support.selection import ignored, scope, service_free
+from tests.support.selection import ignored, litellm_first, scope, service_free
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -61,8 +61,9 @@ def pytest_ignore_collect(collection_path: Path, config: pytest.Config) -> bool 
 
 def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
     """`--dist loadfile` in a service-free run (`-m` leaves out `integration`): a file per process as usual, but the
-    LiteLLM test modules all in one, so that only one process imports LiteLLM (tests/support/selection.py). Any
-    other run (CI's, where they start proxies of minutes each) is scheduled by pytest-xdist alone (None)."""
+    LiteLLM test modules all in one, so that only one process imports LiteLLM, and that unit handed out first
+    (tests/support/selection.py). Any other run (CI's, where they start proxies of minutes each) is scheduled by
+    pytest-xdist alone (None)."""
     if config.getoption("dist", None) != "loadfile" or not service_free(config.getoption("markexpr", "") or ""):
         return None
     from xdist.scheduler import LoadFileScheduling
@@ -70,5 +71,9 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
     class LiteLLMTogether(LoadFileScheduling):  # type: ignore[misc]
         def _split_scope(self, nodeid: str) -> str:
             return scope(nodeid)
+
+        def _assign_work_unit(self, node: Any) -> None:
+            litellm_first(self.workqueue)
+            super()._assign_work_unit(node)
 
     return LiteLLMTogether(config, log)

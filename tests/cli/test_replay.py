@@ -272,6 +272,7 @@ def test_missing_events_file_exits_2_before_any_output(tmp_path: Path) -> None:
     assert not out.exists()
 
 
+@pytest.mark.slow  # a second interpreter: the quick run keeps test_examples_replay_via_subprocess, CI runs both
 def test_missing_events_file_via_subprocess(tmp_path: Path) -> None:
     missing = tmp_path / "gone.jsonl"
     proc = subprocess.run(

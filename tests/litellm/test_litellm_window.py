@@ -12,6 +12,7 @@ Then it checks that coolant's engine, fed the same deployment's records, cools o
 from __future__ import annotations
 
 import asyncio
+import functools
 from typing import Any
 
 import pytest
@@ -69,7 +70,15 @@ class PinnedRouter:
 
 
 def litellm_run(sequence: list[tuple[float, bool]]) -> tuple[list[bool], list[dict[str, Any]]]:
-    """Per request: whether b is cooled afterwards, and b's two keys."""
+    """Per request: whether b is cooled afterwards, and b's two keys (a copy: the tests may not change the run's)."""
+    cooled, keys = _litellm_run(tuple(sequence))
+    return list(cooled), [dict(k) for k in keys]
+
+
+@functools.cache
+def _litellm_run(sequence: tuple[tuple[float, bool], ...]) -> tuple[tuple[bool, ...], tuple[dict[str, Any], ...]]:
+    """One real Router's run of `sequence`, once per module: two tests read each vector's (a fresh Router per run,
+    on its own clock, so a second run would be the same one)."""
     pinned = PinnedRouter()
 
     async def go() -> tuple[list[bool], list[dict[str, Any]]]:
@@ -80,7 +89,8 @@ def litellm_run(sequence: list[tuple[float, bool]]) -> tuple[list[bool], list[di
             keys.append({"successes": pinned.key("successes"), "fails": pinned.key("fails")})
         return cooled, keys
 
-    return asyncio.run(go())
+    cooled, keys = asyncio.run(go())
+    return tuple(cooled), tuple(keys)
 
 
 def coolant_run(sequence: list[tuple[float, bool]]) -> list[bool]:

@@ -97,8 +97,10 @@ async def test_litellm_health_check_and_coolant_agree_on_every_deployment(upstre
     # coolant's HTTP engine: one upstream call per deployment, whatever the answer
     assert dict(upstream.names()) == {t.deployment_id: 1 for t in ts if t.deployment_id != DEAD}
 
-    theirs = await asyncio.gather(*(litellm_verdict(t) for t in ts))
-    engine = await asyncio.gather(*(coolant_verdict(LiteLLMProber(timeout=60.0), t) for t in ts))
+    # LiteLLM's verdicts and its engine's, side by side: each waits out LiteLLM's retries of 408, 429 and 5xx
+    both = await asyncio.gather(*(litellm_verdict(t) for t in ts),
+                                *(coolant_verdict(LiteLLMProber(timeout=60.0), t) for t in ts))
+    theirs, engine = both[:len(ts)], both[len(ts):]
     # and each deployment was reached by both LiteLLM calls too (they retry 408, 429 and 5xx: maybe more than once)
     assert all(upstream.count(t.deployment_id) >= 3 for t in ts if t.deployment_id != DEAD)
 

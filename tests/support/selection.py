@@ -12,7 +12,9 @@ from __future__ import annotations
 
 import ast
 import itertools
+from collections import OrderedDict
 from pathlib import Path
+from typing import Any
 
 from _pytest.mark.expression import Expression
 
@@ -24,6 +26,8 @@ def module_markers(source: str) -> frozenset[str]:
     """The marker names of a module's top-level `pytestmark` (`pytest.mark.NAME` or `pytest.mark.NAME(...)`, alone or
     in a list or tuple); empty when it has none."""
     names: set[str] = set()
+    if "pytestmark" not in source:  # most modules: no parse (each pytest-xdist process reads every module)
+        return frozenset()
     for node in ast.parse(source).body:
         if isinstance(node, ast.Assign):
             targets = node.targets
@@ -92,3 +96,11 @@ def scope(nodeid: str) -> str:
     the LiteLLM test modules are one unit, so that one process imports LiteLLM, not each."""
     path = nodeid.split("::", 1)[0]
     return LITELLM_FILES if path.rpartition("/")[2].startswith(LITELLM_FILES) else path
+
+
+def litellm_first(workqueue: OrderedDict[str, Any]) -> None:
+    """Put the LiteLLM unit (`scope`) at the head of pytest-xdist's queue of units, if it is still there: it is the
+    longest (LiteLLM's import and the tests that drive a real Router), and a long unit handed out last leaves the
+    other process idle at the end. pytest-xdist orders the units by their number of tests, where it comes late."""
+    if LITELLM_FILES in workqueue:
+        workqueue.move_to_end(LITELLM_FILES, last=False)

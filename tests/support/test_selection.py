@@ -5,12 +5,21 @@ from __future__ import annotations
 
 import re
 import shlex
+from collections import OrderedDict
 from pathlib import Path
 
 import pytest
 from _pytest.mark.expression import Expression
 
-from tests.support.selection import LITELLM_FILES, deselects_all, ignored, module_markers, scope, service_free
+from tests.support.selection import (
+    LITELLM_FILES,
+    deselects_all,
+    ignored,
+    litellm_first,
+    module_markers,
+    scope,
+    service_free,
+)
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -84,6 +93,15 @@ def test_the_litellm_files_are_one_unit_of_work_the_others_their_own() -> None:
     assert scope("tests/probe/test_litellm_engine.py::test_y") == LITELLM_FILES
     assert scope("tests/probe/test_units.py::test_z") == "tests/probe/test_units.py"
     assert scope("tests/cli/test_replay.py::test_w[a::b]") == "tests/cli/test_replay.py"
+
+
+def test_the_litellm_unit_is_handed_out_first() -> None:
+    queue = OrderedDict((name, {}) for name in ("tests/a.py", "tests/b.py", LITELLM_FILES, "tests/c.py"))
+    litellm_first(queue)
+    assert list(queue) == [LITELLM_FILES, "tests/a.py", "tests/b.py", "tests/c.py"]
+    queue.popitem(last=False)  # handed out: the rest keep their order
+    litellm_first(queue)
+    assert list(queue) == ["tests/a.py", "tests/b.py", "tests/c.py"]
 
 
 @pytest.mark.parametrize(("markexpr", "free"), [

@@ -24,7 +24,6 @@ import pytest
 from aiokafka import AIOKafkaProducer
 from prometheus_client.parser import text_string_to_metric_families
 
-from coolant.streams.faust import AGENTS_NOTICE
 from coolant.topics import Topics, partition_of
 from tests.support.brokers import LocalKafka
 from tests.support.kafka import create_topics, delete_topics
@@ -359,6 +358,8 @@ class Case:
         """Each worker ran the case's intake: with Faust's agents it says so in its log (one line at start-up)."""
         if self.intake is None:
             return
+        from coolant.streams.faust import AGENTS_NOTICE  # Faust's import: not in every process that loads this plugin
+
         for w in self.workers:
             agents = AGENTS_NOTICE in w.log_path.read_text(errors="replace")
             assert agents == (self.intake == "agents"), f"worker {w.name} did not run the {self.intake} intake"
