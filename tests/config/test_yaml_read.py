@@ -73,7 +73,10 @@ def test_every_yaml_file_of_the_repository() -> None:
 
 
 scalars = st.one_of(
-    st.none(), st.booleans(), st.integers(), st.floats(allow_nan=False), st.text(max_size=12),
+    # the characters of st.text()'s default (every code point UTF-8 encodes: all but the surrogates), named by
+    # category: the default's codec table is built in each process where Hypothesis has no cache of it yet
+    st.none(), st.booleans(), st.integers(), st.floats(allow_nan=False),
+    st.text(st.characters(exclude_categories=["Cs"]), max_size=12),
     st.sampled_from(["yes", "no", "on", "~", "1e3", "0x10", "2001-12-14", "=", "<<", "1:2", "- x", "#c", "'q'"]),
 )
 data = st.recursive(
