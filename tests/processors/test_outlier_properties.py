@@ -122,7 +122,9 @@ def model(policy: Policy, knobs: Knobs, records: Sequence[schemas.Outcome]) -> l
         assert group is not None
         g = group.model_group
         compatible = False  # the compatible rules that still fire with these thresholds: V2.4 and V2.1 (N2)
-        if rec.source == "pre_call_check" and not rec.ok:
+        if rec.origin == "caller":
+            pass  # N4: an attempt its caller ended is neither counted nor decided, a pre-call check's neither
+        elif rec.source == "pre_call_check" and not rec.ok:
             compatible = not policy.single(g)
         elif not rec.ok:
             compatible = rec.status_code == 404 or (rec.status_code == 429 and not policy.single(g))

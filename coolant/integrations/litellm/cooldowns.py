@@ -336,7 +336,7 @@ class CooldownFeed:
                 self._set_connected(False, exc)
             finally:
                 with contextlib.suppress(Exception):
-                    await pubsub.aclose()  # type: ignore[no-untyped-call]
+                    await pubsub.aclose()  # type: ignore[no-untyped-call, unused-ignore]  # untyped in older redis-py releases
             await asyncio.sleep(delay)
             delay = min(delay * 2, _BACKOFF[1])
 
