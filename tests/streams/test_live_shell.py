@@ -147,6 +147,9 @@ async def test_a_busy_deployment_costs_one_state_write_per_batch(cfg: Config) ->
     async with w:
         await w.settled()
         assert len(w.producer.on(w.state_changelog)) == 1
+        # the fetch loop yields every YIELD_EVERY records, and a decider woken by the first waits only FILL_WITHIN
+        # for more: on a loaded machine that can expire mid-delivery. A generous window keeps the 300 one batch.
+        w.pipeline.intake.lanes[w.names.outcomes].fill_within = 1.0
         await w.deliver(w.names.outcomes, [outcome(f"b-{i}", T0 + 30 + i / 10, "dep-03", True) for i in range(300)])
         await w.settled()
     writes = w.producer.on(w.state_changelog)
