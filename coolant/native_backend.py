@@ -22,6 +22,7 @@ from coolant.errors import CoolantError
 from coolant.io.sources import Block, decode_records
 from coolant.processors import Engine, Policy, Step, windows
 from coolant.processors.engine import COUNTED
+from coolant.processors.multi import MultiEngine
 from coolant.processors.policy import COUNTER_TTL
 from coolant.processors.state import DeploymentState, PodCounters
 from coolant.schemas import InvalidRecord, Outcome, Record, decode
@@ -253,6 +254,61 @@ class NativeBackend:
         for dep, st in self.engine.states.items():
             if (owed := pull(dep, st)) is not None:
                 self._discard(st, owed)
+
+
+def run_multi(
+    multi: MultiEngine,
+    compact: Any,
+    blocks: Sequence[Block],
+    decoded: Sequence[Sequence[Record | None] | None],
+    on_invalid: Callable[[str], None],
+) -> Iterator[tuple[Record, tuple[Step, ...]]]:
+    """`NativeBackend.run_compact` for the policies of a `MultiEngine`: one native side tallies the plain successes
+    of the deployments it holds into the shared state (`MultiEngine.states`), which it takes only while no policy
+    has anything pending on the deployment (`probation` of the shared state is any policy's); every other line is
+    `MultiEngine.feed`'s, in file order, pulled before and pushed after as `NativeBackend` does. Yields (record,
+    each policy's step) for the records `MultiEngine.feed_all` yields; the first records of the deployments the
+    native side met only count, for every policy, and are not yielded."""
+    module = _native_module()
+    assert module is not None, "coolant_native is not built"
+    assert not multi.states, "the native path starts from an engine with no deployment states"
+    o = multi.options
+    native = cast(_Native, module.FastPath(o.late_after, o.slot_width, o.litellm_counters, COUNTER_TTL, PodCounters))
+    native.adopt(compact)
+    scan, pull, push, is_new = native.scan_compact, native.pull, native.push, native.is_new
+    states, feed, state, discard, counted = multi.states, multi.feed, multi.state, multi.discard, multi.counted
+    pos = 0
+    while True:
+        pos, b, lineno, raw, names_distinct = scan(compact, pos)
+        if raw is None:
+            break
+        recs = decoded[b]
+        rec = None if recs is None else recs[lineno]
+        if rec is None:
+            try:
+                rec = decode(raw, names_distinct)
+            except InvalidRecord as exc:
+                source, first, _ = blocks[b]
+                on_invalid(f"{source}:{first + lineno}: {exc}")
+                continue
+        dep = rec.deployment_id
+        st = states.get(dep)
+        if st is None and is_new(dep):
+            st = state(dep)
+        if st is not None and (owed := pull(dep, st)) is not None:
+            discard(st, dep, owed)
+        steps = feed(rec)
+        if steps is not counted:
+            yield rec, steps
+        st = states.get(dep)
+        if st is not None:  # no hold: MultiEngine serves no policy with recovery that probes
+            push(dep, st, (rec.gateway or "") if type(rec) is Outcome else None)
+    native.take_met()  # first records of deployments met natively: counted, no cooldown (as `run_compact`'s)
+    for dep in native.new_ids():
+        state(dep)
+    for dep, st in states.items():
+        if (owed := pull(dep, st)) is not None:
+            discard(st, dep, owed)
 
 
 def one_per_line(data: bytes, records: int) -> bool:

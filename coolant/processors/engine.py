@@ -128,19 +128,33 @@ def step_outcome(policy: Policy, ps: PathState, rec: Outcome) -> Step:
 
 def _failure(policy: Policy, ps: PathState, rec: Outcome, pod: PodCounters | None) -> Step:
     """O7-O9 for a counted failure (with X7, and so RC5), after O5 and LC2 counted it."""
-    o = policy.options
-    ts = rec.ts
     gated = failure_of(policy, rec)
     if isinstance(gated, Skip):
         return Step(gated)
-    entry, failure, duration = gated
-    start, s, f = windows.counts(ps, ts, o.slot_width)
+    ts = rec.ts
+    start, s, f = windows.counts(ps, ts, policy.options.slot_width)
     view = None if pod is None else windows.litellm_counts(pod, ts)
-    verdict = decide(policy, entry, ps, failure, duration, Window(start, s, f), view)
+    return decided(policy, ps, rec, gated, Window(start, s, f), view)
+
+
+def decided(
+    policy: Policy,
+    ps: PathState,
+    rec: Outcome,
+    gated: tuple[DeploymentEntry, Failure, float],
+    window: Window,
+    view: Window | None,
+) -> Step:
+    """O7-O9 for a counted failure that passed the gates (`failure_of`), given the counts of its window (O5) and
+    its publisher's counters (LC3; None when D7 is off): M1-M4, V1/V2, X7.3, then O9. Reads and writes only
+    the decision's part of `ps` (counters, end, streak, probation); the windows it reads are `window`'s."""
+    o = policy.options
+    entry, failure, duration = gated
+    verdict = decide(policy, entry, ps, failure, duration, window, view)
     if isinstance(verdict, Skip):
-        if not (verdict is Skip.BELOW_THRESHOLD and ps.probation and _on_probation(o, ps, ts)):
+        if not (verdict is Skip.BELOW_THRESHOLD and ps.probation and _on_probation(o, ps, rec.ts)):
             return Step(verdict)
-        verdict = Candidate("probation", duration, Window(start, s, f))  # X7.3
+        verdict = Candidate("probation", duration, window)  # X7.3
     return _cooled(o, ps, entry, verdict, rec, failure)
 
 

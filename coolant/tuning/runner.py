@@ -19,14 +19,15 @@ from types import TracebackType
 from typing import Any
 
 from coolant.io.sources import Block
-from coolant.native_backend import NativeBackend, collector_paused, for_policy, run_all
+from coolant.native_backend import NativeBackend, available, collector_paused, for_policy, run_all, run_multi
 from coolant.processors import Engine, Step
+from coolant.processors.multi import MultiEngine, share_key, shares
 from coolant.processors.policy import Policy
 from coolant.schemas import Outcome, Record
 from coolant.tuning.metrics import CooldownSpan, DeploymentTraffic, PolicyFigures, policy_figures
 from coolant.tuning.traffic import EngineInput
 
-__all__ = ["Evaluation", "GridRun", "default_jobs", "evaluate"]
+__all__ = ["Evaluation", "GridRun", "default_jobs", "evaluate", "evaluate_many", "tasks"]
 
 Interval = tuple[float, float, str]
 """(start, until, reason) of one would-be cooldown, for the HTML timelines."""
@@ -98,6 +99,60 @@ def evaluate(
                 spans[cd.deployment_id] = [span]
             else:
                 mine.append(span)
+    return _evaluation(traffic, spans, flap_window, suppressed, charted)
+
+
+def evaluate_many(
+    policies: Sequence[Policy],
+    records: Sequence[EngineInput],
+    traffic: dict[str, DeploymentTraffic],
+    flap_window: float,
+    charted: Sequence[str] = (),
+    blocks: Sequence[Block] | None = None,
+    decoded: Sequence[Sequence[Record | None] | None] | None = None,
+    compact: Any | None = None,
+) -> list[Evaluation]:
+    """`evaluate` of each policy, in order: in one pass (`MultiEngine`) where the policies can share it (`shares`)
+    and the recording is replayed from its records or, natively, from `compact`; else one run per policy."""
+    policies = list(policies)
+    multi_native = compact is not None and blocks is not None and available()
+    if len(policies) < 2 or not shares(policies) or (blocks is not None and not multi_native):
+        return [evaluate(p, records, traffic, flap_window, charted, blocks, decoded, compact) for p in policies]
+    multi = MultiEngine(policies)
+    k = len(policies)
+    spans: list[dict[str, list[CooldownSpan]]] = [{} for _ in range(k)]
+    suppressed = [0] * k
+    with collector_paused():
+        if multi_native:
+            assert blocks is not None
+            steps = run_multi(multi, compact, blocks, [None] * len(blocks) if decoded is None else decoded,
+                              _counted_already)
+        else:
+            steps = multi.feed_all(records)
+        for rec, each in steps:
+            trigger = type(rec) is Outcome and not rec.ok
+            for i, step in enumerate(each):
+                cd = step.cooldown
+                if cd is None:
+                    if step.suppressed is not None:
+                        suppressed[i] += 1
+                    continue
+                span = CooldownSpan(cd.ts, cd.until, cd.reason, trigger)
+                mine = spans[i].get(cd.deployment_id)
+                if mine is None:
+                    spans[i][cd.deployment_id] = [span]
+                else:
+                    mine.append(span)
+    return [_evaluation(traffic, spans[i], flap_window, suppressed[i], charted) for i in range(k)]
+
+
+def _evaluation(
+    traffic: dict[str, DeploymentTraffic],
+    spans: dict[str, list[CooldownSpan]],
+    flap_window: float,
+    suppressed: int,
+    charted: Sequence[str],
+) -> Evaluation:
     figures = policy_figures(traffic, spans, flap_window, suppressed)
     timelines = {d: [(s.start, s.until, s.reason) for s in spans.get(d, ())] for d in charted}
     return Evaluation(figures, timelines)
@@ -135,10 +190,34 @@ def _counted_already(where_and_problem: str) -> None:
     """Invalid lines were counted and reported when the recording was read."""
 
 
-def _evaluate_shared(policy: Policy) -> Evaluation:
+def _evaluate_shared(policies: list[Policy]) -> list[Evaluation]:
     s = _SHARED
     assert s is not None, "worker started without the recording"
-    return evaluate(policy, s.records, s.traffic, s.flap_window, s.charted, s.blocks, s.decoded, s.compact)
+    return evaluate_many(policies, s.records, s.traffic, s.flap_window, s.charted, s.blocks, s.decoded, s.compact)
+
+
+def tasks(policies: Sequence[Policy], jobs: int) -> list[list[int]]:
+    """The grid's policies (indices) in the runs that evaluate them: the policies `MultiEngine` can run together
+    in one pass (equal `share_key`) in one run, each other policy alone; runs split in halves, largest first,
+    until there are at least `jobs` of them (or every run is one policy). Largest runs first."""
+    groups: dict[object, list[int]] = {}
+    out: list[list[int]] = []
+    for i, p in enumerate(policies):
+        key = share_key(p)
+        if key is None:
+            out.append([i])
+        else:
+            groups.setdefault(key, []).append(i)
+    out += groups.values()
+    while len(out) < jobs:
+        out.sort(key=len, reverse=True)
+        if len(out[0]) < 2:
+            break
+        big = out.pop(0)
+        half = (len(big) + 1) // 2
+        out += [big[:half], big[half:]]
+    out.sort(key=lambda t: (-len(t), t[0]))
+    return out
 
 
 class GridRun:
@@ -164,7 +243,8 @@ class GridRun:
         self.shared = _Shared(records, traffic, flap_window, tuple(charted), blocks, decoded, compact)
         self.jobs = max(1, min(jobs, len(self.policies)))
         self._pool: ProcessPoolExecutor | None = None
-        self._futures: dict[Future[Evaluation], int] = {}
+        self.tasks = tasks(self.policies, self.jobs)
+        self._futures: dict[Future[list[Evaluation]], list[int]] = {}
         self.results: list[Evaluation | None] = [None] * len(self.policies)
 
     def __enter__(self) -> GridRun:
@@ -180,8 +260,8 @@ class GridRun:
                 kwargs["initargs"] = (replace(self.shared, compact=None),)  # native memory: not pickled
             self._pool = ProcessPoolExecutor(max_workers=self.jobs, **kwargs)
             try:
-                for i, policy in enumerate(self.policies):
-                    self._futures[self._pool.submit(_evaluate_shared, policy)] = i  # forks on first submit
+                for task in self.tasks:  # forks on first submit
+                    self._futures[self._pool.submit(_evaluate_shared, [self.policies[i] for i in task])] = task
             finally:
                 if _SHARED is not None:
                     gc.unfreeze()
@@ -198,16 +278,17 @@ class GridRun:
     def completed(self) -> Iterator[tuple[int, Evaluation]]:
         if self._pool is None:
             s = self.shared
-            for i, policy in enumerate(self.policies):
-                ev = evaluate(policy, s.records, s.traffic, s.flap_window, s.charted, s.blocks, s.decoded, s.compact)
-                self.results[i] = ev
-                yield i, ev
+            for task in self.tasks:
+                evs = evaluate_many([self.policies[i] for i in task], s.records, s.traffic, s.flap_window,
+                                    s.charted, s.blocks, s.decoded, s.compact)
+                for i, ev in zip(task, evs, strict=True):
+                    self.results[i] = ev
+                    yield i, ev
             return
         for fut in as_completed(self._futures):
-            i = self._futures[fut]
-            ev = fut.result()
-            self.results[i] = ev
-            yield i, ev
+            for i, ev in zip(self._futures[fut], fut.result(), strict=True):
+                self.results[i] = ev
+                yield i, ev
 
     def ordered(self) -> list[Evaluation]:
         """All results in grid order (after `completed()` has been exhausted)."""
