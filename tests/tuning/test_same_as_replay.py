@@ -22,7 +22,7 @@ from coolant.processors.policy import Policy
 from coolant.replay.run import replay
 from coolant.schemas import Cooldown
 from coolant.tuning.grid import build_grid, parse_axis
-from coolant.tuning.runner import Interval, evaluate
+from coolant.tuning.runner import Interval, evaluate, evaluate_many, tasks
 from coolant.tuning.traffic import load_recording
 from tests.support.records import DEPLOYMENTS, fleet_traffic, probe_traffic, write_config
 
@@ -74,23 +74,32 @@ def test_each_policy_cools_what_replay_cools(tmp_path: Path, health: bool) -> No
             assert len(recording.compact) == sum(len(b[2].splitlines()) for b in blocks) - 1
     charted = [*DEPLOYMENTS, "dep-unknown"]
     backends = ["python", "native"] if native else ["python"]
+    ways: list[tuple[Any, Any, Any]] = [(None, None, None)]
+    if native:
+        bl, dec, compact = recording.blocks, recording.decoded, recording.compact
+        ways += [(bl, None, None), (bl, dec, None), (bl, dec, compact), (bl, None, compact)]
+        if lean.compact is not None:  # only the lines that are not plain successes decoded
+            ways += [(lean.blocks, lean.decoded, lean.compact), (lean.blocks, lean.decoded, None)]
+    together = [  # each way, the policies that share a pass (MultiEngine) in one: what GridRun runs
+        dict(zip(task, evaluate_many([points[i].policy for i in task], recording.records, recording.traffic, 30,
+                                     charted, bl, dec, compact), strict=True))
+        for bl, dec, compact in ways
+        for task in tasks([pt.policy for pt in points], 2)
+    ]
+    assert len(together) == 2 * len(ways)  # tumbling and sliding
     cooled = held = 0
-    for pt in points:
+    for n, pt in enumerate(points):
         want, suppressed = _replayed(blocks, pt.policy, "python")
         for b in backends[1:]:
             assert _replayed(blocks, pt.policy, b) == (want, suppressed), (pt.label, b)
-        ways: list[tuple[Any, Any, Any]] = [(None, None, None)]
-        if native:
-            bl, dec, compact = recording.blocks, recording.decoded, recording.compact
-            ways += [(bl, None, None), (bl, dec, None), (bl, dec, compact), (bl, None, compact)]
-            if lean.compact is not None:  # only the lines that are not plain successes decoded
-                ways += [(lean.blocks, lean.decoded, lean.compact), (lean.blocks, lean.decoded, None)]
         for way, (bl, dec, compact) in enumerate(ways):
             ev = evaluate(pt.policy, recording.records, recording.traffic, 30, charted, bl, dec, compact)
             got = {d: spans for d, spans in ev.timelines.items() if spans}
             assert got == {d: spans for d, spans in want.items() if d in charted}, (pt.label, way)
             assert set(want) <= set(charted)
             assert (ev.figures.cooldowns, ev.figures.suppressed) == (sum(map(len, want.values())), suppressed)
+            shared = next(t[n] for t in together[2 * way : 2 * way + 2] if n in t)
+            assert (shared.figures, shared.timelines) == (ev.figures, ev.timelines), (pt.label, way)
         cooled += sum(map(len, want.values()))
         held += suppressed
     assert cooled > 100 and held > 0  # the grid cools and X3 holds some back: there is something to compare
