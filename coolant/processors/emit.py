@@ -72,6 +72,26 @@ def cooldown_id(schema: str, deployment_id: str, event_id: str) -> str:
     return "cd-" + digest[:32]
 
 
+_Texts = tuple[str, str | None, str]
+_LAST: list[tuple[tuple[str, str, str, str | None, str | None], _Texts] | None] = [None]
+"""The last trigger `_trigger_texts` made texts for, with them: the policies of a tuning pass (MultiEngine) cool
+on the same record one after another."""
+
+
+def _trigger_texts(
+    schema: str, deployment_id: str, event_id: str, name: str | None, message: str | None
+) -> _Texts:
+    """A cooldown's id (E3), masked exception type and received text (E4): a function of the trigger alone."""
+    key = (schema, deployment_id, event_id, name, message)
+    last = _LAST[0]  # one read and one write of the slot: another thread sees a whole entry or the previous one
+    if last is not None and last[0] == key:
+        return last[1]
+    texts = (cooldown_id(schema, deployment_id, event_id), mask(name),
+             mask(message if message is not None else name) or "")
+    _LAST[0] = (key, texts)
+    return texts
+
+
 def build(
     entry: DeploymentEntry,
     candidate: Candidate,
@@ -85,9 +105,11 @@ def build(
     name: str | None,
     message: str | None,
 ) -> Cooldown:
-    received = mask(message if message is not None else name) or ""
+    event_id, exception_type, received = _trigger_texts(
+        trigger_schema, entry.deployment_id, trigger_event_id, name, message
+    )
     return Cooldown(
-        event_id=cooldown_id(trigger_schema, entry.deployment_id, trigger_event_id),
+        event_id=event_id,
         deployment_id=entry.deployment_id,
         model_group=entry.model_group,
         ts=ts,
@@ -95,7 +117,7 @@ def build(
         cooldown_time=whole_as_int(duration),
         reason=candidate.reason,
         status_code=status,
-        exception_type=mask(name),
+        exception_type=exception_type,
         exception_received=received,
         trigger_event_id=trigger_event_id,
         window=candidate.window,

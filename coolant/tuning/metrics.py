@@ -112,20 +112,32 @@ def failures_avoided(failure_ts: Sequence[float], spans: Sequence[CooldownSpan])
     live = [s for s in spans if s.until > s.start]
     if not live:
         return 0
-    inside = count_inside(failure_ts, merge((s.start, s.until) for s in live))
-    starts = sorted(s.start for s in live)
+    merged = merge((s.start, s.until) for s in live)
+    return _avoided(failure_ts, live, merged, sorted(s.start for s in live))
+
+
+def _avoided(
+    failure_ts: Sequence[float], live: Sequence[CooldownSpan], merged: Sequence[tuple[float, float]],
+    starts: Sequence[float],
+) -> int:
+    """`failures_avoided` of the non-empty spans `live`, given their union (`merge`) and sorted starts."""
+    inside = count_inside(failure_ts, merged)
     untils = sorted(s.until for s in live)
-    same_start: Counter[float] = Counter()
-    used: Counter[float] = Counter()
+    same_start: dict[float, int] = {}
+    used: dict[float, int] = {}
     for s in live:
+        start = s.start
         # spans with start < ts < until (a span ending at or before ts started before it, too)
-        earlier = bisect_left(starts, s.start) - bisect_right(untils, s.start) + same_start[s.start]
-        same_start[s.start] += 1
+        before = same_start.get(start, 0)
+        earlier = bisect_left(starts, start) - bisect_right(untils, start) + before
+        same_start[start] = before + 1
         # exclude the trigger: only a failure really there at that instant (and not already excluded)
-        at = bisect_right(failure_ts, s.start) - bisect_left(failure_ts, s.start)
-        if s.trigger_counted and earlier == 0 and at > used[s.start]:
-            used[s.start] += 1
-            inside -= 1
+        if s.trigger_counted and earlier == 0:
+            at = bisect_right(failure_ts, start) - bisect_left(failure_ts, start)
+            done = used.get(start, 0)
+            if at > done:
+                used[start] = done + 1
+                inside -= 1
     return inside
 
 
@@ -290,8 +302,13 @@ def policy_figures(
         fig.cooled_seconds += cooled
         fig.cooled_by_deployment[dep] = cooled
         fig.successes_diverted += count_inside(t.successes, merged)
-        fig.failures_avoided += failures_avoided(t.failures, mine)
-        found = [d for d in detection_delays(t.incidents, sorted(s.start for s in mine)) if d is not None]
+        starts = sorted(s.start for s in mine)
+        live = [s for s in mine if s.until > s.start]
+        if live:  # `failures_avoided`: the union of the live spans is `merged` (merge drops the empty ones)
+            fig.failures_avoided += _avoided(
+                t.failures, live, merged, starts if len(live) == len(mine) else sorted(s.start for s in live)
+            )
+        found = [d for d in detection_delays(t.incidents, starts) if d is not None]
         fig.detected += len(found)
         delays.extend(found)
         n = flaps(mine, flap_window)
