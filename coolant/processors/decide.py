@@ -163,7 +163,8 @@ def _router_v1(
 ) -> Candidate | Skip:
     """Q1-Q4: router-level allowed fails, one counter shared by every category."""
     router = policy.router
-    e_r = cat.resolve(router.allowed_fails_policy, failure.categories)
+    afp = router.allowed_fails_policy
+    e_r = cat.resolve(afp, failure.categories) if afp else None  # `resolve` of no entries is None
     if e_r is None and policy.lone(entry.model_group):
         return Skip.LONE_EXEMPT
     if e_r is not None:

@@ -51,10 +51,13 @@ class Step:
     """RC4: probes released the deployment's cooldown early; the live shell ends it in Redis and in every pod."""
 
 
+SKIPPED = {skip: Step(skip) for skip in Skip}
+"""The step of a record a rule stopped, one per reason (a `Step` is a value: never changed once made)."""
 COUNTED = Step(Disposition.COUNTED)
 LATE = Step(Disposition.LATE)
 DUPLICATE = Step(Disposition.DUPLICATE)
 IGNORED = Step(Disposition.IGNORED)
+ABSORBED = Step(Disposition.ABSORBED)
 
 
 def _accept(o: Options, ps: PathState, event_id: str, ts: float) -> Step | None:
@@ -130,7 +133,7 @@ def _failure(policy: Policy, ps: PathState, rec: Outcome, pod: PodCounters | Non
     """O7-O9 for a counted failure (with X7, and so RC5), after O5 and LC2 counted it."""
     gated = failure_of(policy, rec)
     if isinstance(gated, Skip):
-        return Step(gated)
+        return SKIPPED[gated]
     ts = rec.ts
     start, s, f = windows.counts(ps, ts, policy.options.slot_width)
     view = None if pod is None else windows.litellm_counts(pod, ts)
@@ -153,7 +156,7 @@ def decided(
     verdict = decide(policy, entry, ps, failure, duration, window, view)
     if isinstance(verdict, Skip):
         if not (verdict is Skip.BELOW_THRESHOLD and ps.probation and _on_probation(o, ps, rec.ts)):
-            return Step(verdict)
+            return SKIPPED[verdict]
         verdict = Candidate("probation", duration, window)  # X7.3
     return _cooled(o, ps, entry, verdict, rec, failure)
 
@@ -304,7 +307,7 @@ def _emit(
     """O9: backoff and re-cool on the path state, then the cooldown record (E3)."""
     admitted = admit(o, ps, rec.ts, candidate.duration)
     if admitted is None:
-        return Step(Disposition.ABSORBED)
+        return ABSORBED
     duration, until = admitted
     cooldown = build(
         entry,

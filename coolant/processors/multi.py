@@ -20,9 +20,20 @@ from collections.abc import Iterable, Iterator, Sequence
 
 from coolant.processors import windows
 from coolant.processors.dispositions import Skip
-from coolant.processors.engine import COUNTED, DUPLICATE, IGNORED, LATE, Engine, Step, counted, decided, failure_of
+from coolant.processors.engine import (
+    COUNTED,
+    DUPLICATE,
+    IGNORED,
+    LATE,
+    SKIPPED,
+    Engine,
+    Step,
+    counted,
+    decided,
+    failure_of,
+)
 from coolant.processors.policy import Policy
-from coolant.processors.state import DeploymentState, PodCounters
+from coolant.processors.state import DeploymentState, PathState, PodCounters
 from coolant.schemas import Health, Outcome, Record, Window
 
 __all__ = ["MultiEngine", "share_key", "shares"]
@@ -60,6 +71,8 @@ class MultiEngine:
         first = self.policies[0]
         self.options = first.options
         self.states: dict[str, DeploymentState] = {}
+        self.own: dict[str, list[PathState]] = {}
+        """Per deployment, each policy's request path state (its engine's), in policy order."""
         """The shared part of each deployment's request path (hw, seen ids, windows, publisher counters); its
         `probation` is set while any policy's is (what the native success path reads before taking it)."""
         self.gate = first if all(
@@ -75,8 +88,7 @@ class MultiEngine:
         st = self.states.get(deployment_id)
         if st is None:
             st = self.states[deployment_id] = DeploymentState()
-            for e in self.engines:
-                e.state(deployment_id)
+            self.own[deployment_id] = [e.state(deployment_id).request for e in self.engines]
         return st
 
     def discard(self, st: DeploymentState, deployment_id: str, hw: float | None = None) -> None:
@@ -85,8 +97,8 @@ class MultiEngine:
         o = self.options
         windows.discard(ps, o.late_after, o.slot_width, hw)
         horizon = (ps.hw if hw is None else hw) - o.late_after
-        for e in self.engines:
-            counters = e.states[deployment_id].request.counters
+        for mine in self.own[deployment_id]:
+            counters = mine.counters
             if counters:
                 for name in [n for n, c in counters.items() if c.expires <= horizon]:
                     del counters[name]
@@ -133,28 +145,27 @@ class MultiEngine:
             if pod is None:
                 pod = ps.litellm[gateway] = PodCounters()
             windows.bump(pod, ts, ok)
-        engines = self.engines
+        own = self.own[dep]
         if ok:
             if ps.probation:  # X7.2 on every policy's path
                 ps.probation = False
-                for e in engines:
-                    e.states[dep].request.probation = False
+                for mine in own:
+                    mine.probation = False
             if not first:  # FP1: the engine yields a step for a deployment's first record, counts the others
                 st.counted += 1
             return self.counted
         gate = self.gate
         gated = None if gate is None else failure_of(gate, rec)
         if isinstance(gated, Skip):
-            return (Step(gated),) * len(engines)
+            return (SKIPPED[gated],) * len(own)
         window = view = None
         steps: list[Step] = []
         probation = False
-        for e in engines:
+        for e, mine in zip(self.engines, own, strict=True):
             policy = e.policy
             g = failure_of(policy, rec) if gated is None else gated
-            mine = e.states[dep].request
             if isinstance(g, Skip):
-                step = Step(g)
+                step = SKIPPED[g]
             else:
                 if window is None:
                     start, s, f = windows.counts(ps, ts, width)
