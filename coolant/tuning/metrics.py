@@ -19,6 +19,7 @@ from bisect import bisect_left, bisect_right
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from operator import itemgetter
 from typing import Any, NamedTuple
 
 __all__ = [
@@ -52,6 +53,10 @@ class CooldownSpan(NamedTuple):
     until: float
     reason: str = "rate_limited"
     trigger_counted: bool = True
+
+
+_START, _UNTIL, _REASON, _INTERVAL = itemgetter(0), itemgetter(1), itemgetter(2), itemgetter(0, 1)
+"""A `CooldownSpan`'s start, until, reason and (start, until), read in C."""
 
 
 class Incident(NamedTuple):
@@ -177,10 +182,10 @@ def flap_flags(spans: Sequence[CooldownSpan], flap_window: float) -> list[bool]:
     """
     flags = [False] * len(spans)
     end = -math.inf
-    for i in sorted(range(len(spans)), key=lambda i: (spans[i].start, spans[i].until, i)):
-        s = spans[i]
-        flags[i] = end <= s.start <= end + flap_window
-        end = max(end, s.until)
+    # in (start, until, position) order: the tuples sorted are the keys themselves
+    for start, until, i in sorted(zip(map(_START, spans), map(_UNTIL, spans), range(len(spans)), strict=True)):
+        flags[i] = end <= start <= end + flap_window
+        end = max(end, until)
     return flags
 
 
@@ -296,13 +301,13 @@ def policy_figures(
         if not mine:
             continue
         fig.cooldowns += len(mine)
-        reasons.update(s.reason for s in mine)
-        merged = merge((s.start, s.until) for s in mine)
+        reasons.update(map(_REASON, mine))
+        merged = merge(map(_INTERVAL, mine))
         cooled = sum(until - start for start, until in merged)
         fig.cooled_seconds += cooled
         fig.cooled_by_deployment[dep] = cooled
         fig.successes_diverted += count_inside(t.successes, merged)
-        starts = sorted(s.start for s in mine)
+        starts = sorted(map(_START, mine))
         live = [s for s in mine if s.until > s.start]
         if live:  # `failures_avoided`: the union of the live spans is `merged` (merge drops the empty ones)
             fig.failures_avoided += _avoided(
