@@ -10,7 +10,7 @@ from coolant.processors.policy import Policy
 from coolant.schemas import Health, Outcome, encode
 from coolant.tuning.grid import build_grid, parse_axis
 from coolant.tuning.metrics import Incident
-from coolant.tuning.runner import GridRun, evaluate
+from coolant.tuning.runner import GridRun, evaluate, tasks
 from coolant.tuning.traffic import index_traffic, load_recording
 
 from .support import CONFIG, T0, synthetic
@@ -115,3 +115,21 @@ def test_probe_cooldowns_count_but_exclude_no_request() -> None:
     f = evaluate(policy, records, index_traffic(records, 60), 30).figures
     assert f.by_reason["health_check"] == 1
     assert f.failures_avoided == 1  # the request failure at T0+1 is inside the probe's 5 s cooldown
+
+
+def test_tasks_run_the_policies_that_share_a_pass_together() -> None:
+    """GridRun's runs: the policies MultiEngine serves together (same window here) in one, a policy it does not
+    serve (quota rules) alone; halved, largest first, until every process has one."""
+    grid = [p.policy for p in build_grid(CONFIG, [parse_axis("router_settings.allowed_fails=0,1,2"),
+                                                  parse_axis("coolant.window=tumbling,sliding")])]
+    tumbling = [i for i, p in enumerate(grid) if p.options.window == "tumbling"]
+    sliding = [i for i, p in enumerate(grid) if p.options.window == "sliding"]
+    assert len(tumbling) == len(sliding) == 3
+    assert sorted(tasks(grid, 1)) == sorted([tumbling, sliding])
+    assert sorted(tasks(grid, 2)) == sorted([tumbling, sliding])
+    four = tasks(grid, 4)
+    assert len(four) == 4 and sorted(i for t in four for i in t) == list(range(6))
+    assert all(set(t) <= set(tumbling) or set(t) <= set(sliding) for t in four)
+    assert sorted(tasks(grid, 12)) == [[i] for i in range(6)]
+    quota = [p.policy for p in build_grid(CONFIG, [parse_axis('coolant.quota=null,{}')])]
+    assert sorted(tasks(quota, 1)) == [[0], [1]]  # the quota policy alone, the other alone too (one run of one)
