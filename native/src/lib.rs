@@ -1373,7 +1373,10 @@ impl Compact {
         let mut names: Vec<&[u8]> = self.deps.iter().map(|d| d.as_slice()).collect();
         let mut number: HashMap<&[u8], u32> = names.iter().enumerate().map(|(i, &d)| (d, i as u32)).collect();
         let mut kept: Vec<(Vec<f64>, Vec<f64>)> = vec![(Vec::new(), Vec::new()); names.len()];
-        let mut seen: std::collections::HashSet<(u32, &[u8])> = std::collections::HashSet::new();
+        // each (deployment, event id) once: ids compared as bytes, hashed once (a plain success's hash is the one
+        // `Compact::new` took of the same bytes), the set sized for every line at the start
+        let mut seen: std::collections::HashSet<EventKey<'_>, BuildHasherDefault<IdHasher>> =
+            std::collections::HashSet::with_capacity_and_hasher(self.lines.len() + others.len(), Default::default());
         let (mut count, mut lo, mut hi) = (0usize, f64::INFINITY, f64::NEG_INFINITY);
         let mut next = others.iter().peekable();
         for n in 0..=self.lines.len() {
@@ -1389,7 +1392,8 @@ impl Compact {
                         d
                     }
                 };
-                if seen.insert((d, o.2.as_bytes())) {
+                let id = o.2.as_bytes();
+                if seen.insert(EventKey::new(d, id, self.hash.of(id))) {
                     match o.4 {
                         0 => kept[d as usize].0.push(o.3),
                         1 => kept[d as usize].1.push(o.3),
@@ -1405,7 +1409,7 @@ impl Compact {
             lo = lo.min(e.ts);
             hi = hi.max(e.ts);
             let ev = &datas[e.block as usize][e.ev_start as usize..(e.ev_start + e.ev_len) as usize];
-            if seen.insert((e.dep, ev)) {
+            if seen.insert(EventKey::new(e.dep, ev, e.event)) {
                 kept[e.dep as usize].1.push(e.ts);
             }
         }
@@ -1416,6 +1420,36 @@ impl Compact {
             .map(|(d, (f, s))| (String::from_utf8_lossy(d).into_owned(), f, s)) // read from lines: UTF-8
             .collect();
         (out, count, lo, hi)
+    }
+}
+
+/// A (deployment number, event id) of `Compact::traffic`'s set: equal when both are (the id as bytes), hashed by
+/// the id's keyed hash (`IdHash`) mixed with the number, computed once.
+#[derive(Clone, Copy)]
+struct EventKey<'a> {
+    dep: u32,
+    id: &'a [u8],
+    h: u64,
+}
+
+impl<'a> EventKey<'a> {
+    #[inline]
+    fn new(dep: u32, id: &'a [u8], id_hash: u64) -> Self {
+        EventKey { dep, id, h: id_hash ^ u64::from(dep).wrapping_mul(0x9E37_79B9_7F4A_7C15) }
+    }
+}
+
+impl PartialEq for EventKey<'_> {
+    fn eq(&self, other: &Self) -> bool {
+        self.dep == other.dep && self.id == other.id
+    }
+}
+
+impl Eq for EventKey<'_> {}
+
+impl std::hash::Hash for EventKey<'_> {
+    fn hash<H: Hasher>(&self, state: &mut H) {
+        state.write_u64(self.h);
     }
 }
 
