@@ -143,7 +143,7 @@ def evaluate_many(
                     spans[i][cd.deployment_id] = [span]
                 else:
                     mine.append(span)
-    return [_evaluation(traffic, spans[i], flap_window, suppressed[i], charted) for i in range(k)]
+        return [_evaluation(traffic, spans[i], flap_window, suppressed[i], charted) for i in range(k)]
 
 
 def _evaluation(
