@@ -71,10 +71,10 @@ class MultiEngine:
         first = self.policies[0]
         self.options = first.options
         self.states: dict[str, DeploymentState] = {}
-        self.own: dict[str, list[PathState]] = {}
-        """Per deployment, each policy's request path state (its engine's), in policy order."""
         """The shared part of each deployment's request path (hw, seen ids, windows, publisher counters); its
         `probation` is set while any policy's is (what the native success path reads before taking it)."""
+        self.own: dict[str, list[PathState]] = {}
+        """Per deployment, each policy's request path state (its engine's), in policy order."""
         self.gate = first if all(
             _gate_key(p) == _gate_key(first) and p.registry == first.registry for p in self.policies
         ) else None
