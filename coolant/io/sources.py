@@ -11,6 +11,7 @@ from typing import BinaryIO
 
 from coolant.errors import CoolantError
 from coolant.schemas import InvalidRecord, Record, decode, decode_block
+from coolant.schemas.codec import newlines
 
 Line = tuple[str, int, bytes]
 """(source path, line number, raw bytes) of one non-blank line."""
@@ -99,7 +100,7 @@ def read_blocks(paths: list[str], on_bytes: Callable[[int], None] | None = None)
                 if not block.endswith(b"\n"):
                     block += stream.readline()
                 yield path, lineno, block
-                lineno += block.count(b"\n")
+                lineno += newlines(block)  # counted once: decode_block (B9) wants it too
                 if on_bytes is not None and raw is not None:
                     pos = raw.tell()
                     on_bytes(pos - last)

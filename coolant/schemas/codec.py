@@ -111,9 +111,11 @@ def _shape(cls: type) -> tuple[int, tuple[int, ...], tuple[str, ...]]:
 _NOT_NONE = partial(is_not, None)
 
 
-def _names_of(records: list[Record]) -> int:
+def _names_of(records: list[Record], block: bytes | None = None) -> int:
     """`sum(map(_names, records))`; for a block of one record class (the usual one) with the per-record work in C
-    (`map` over `astuple` and `tuple.count`): a Python call per record was 0.8 s of a 1M-record replay."""
+    (`map` over `astuple` and `tuple.count`): a Python call per record was 0.8 s of a 1M-record replay. `block`:
+    the records' JSON when it holds no backslash and no `" ` (`_plain_names`), so that a record gives a nested
+    object only where `"name":` is in it: a nested field whose name is not is None in every record."""
     kinds = set(map(type, records))
     if len(kinds) != 1:
         return sum(map(_names, records))
@@ -121,7 +123,8 @@ def _names_of(records: list[Record]) -> int:
     tag, nested, fields = _shape(cls)
     n = len(records) * (tag + len(fields)) - sum(map(tuple.count, map(msgspec.structs.astuple, records), repeat(None)))
     for i in nested:
-        n += sum(map(_names, filter(_NOT_NONE, map(attrgetter(fields[i]), records))))
+        if block is None or b'"%s":' % fields[i].encode() in block:
+            n += sum(map(_names, filter(_NOT_NONE, map(attrgetter(fields[i]), records))))
     return n
 
 
@@ -251,9 +254,47 @@ def decode_block(block: bytes) -> list[Record]:
         records = _decoder.decode_lines(block)
     except (msgspec.MsgspecError, RecursionError) as exc:
         raise InvalidRecord(str(exc)) from None
+    if _plain(block, len(records)) and _plain_names(block, records):
+        return records
+    return _checked(block, records)
+
+
+def _plain(block: bytes, records: int) -> bool:
+    """B9 for the usual block, with memchr scans and one count: no backslash, tab or CR anywhere, and every line
+    a `{...}` of its own. `records` lines (`newlines`) of which all but the last end `}` and the next starts `{`:
+    a `}` then `{` is never inside one JSON value (a nested value's end is followed by `,`, `}` or `]`) and no
+    string holds a raw newline (msgspec refuses it), so each of those newlines lies between two records, the
+    block's `records` lines each start and end one, and with as many lines as records each holds exactly one.
+    Otherwise (or any doubt) `_checked` decides."""
+    if not records or block[:1] != b"{" or b"\\" in block or b"\t" in block or b"\r" in block:
+        return False
+    if block.endswith(b"}\n"):
+        lines = newlines(block)
+    elif block.endswith(b"}"):
+        lines = newlines(block) + 1
+    else:
+        return False
+    return lines == records and block.count(b"}\n{") == records - 1
+
+
+def _plain_names(block: bytes, records: list[Record]) -> bool:
+    """B11's screen, then B1, on a `_plain` block: True when no line can name anything twice (nor nest deeper than
+    MAX_DEPTH). With no backslash no string holds a quote, so every `":` ends a name and every `":null` is a null
+    value (`_may_repeat`'s corrections are 0); with no tab or CR, and no line break inside a record, the white
+    space after a quote `_space_after_quote` looks for is a space. So this is `_may_repeat`'s answer, screened the
+    same way. A block it passes has no unknown field with a value (each is a name the records do not count), so
+    its records nest only as deep as their own classes (2): B1 holds."""
+    if b'" ' in block:
+        return False
+    given = block.count(b'":') - block.count(b'":null')
+    return given == _names_of(records, block)
+
+
+def _checked(block: bytes, records: list[Record]) -> list[Record]:
+    """B9, B1 and B11 as `decode` applies them, on any block."""
     # B9's one record per line, as `decode` and the native reader apply it: msgspec splits the block by JSON value,
     # not by line, so it takes a record over two lines and two records on one line
-    lines = block.count(b"\n") + (not block.endswith(b"\n"))
+    lines = newlines(block) + (not block.endswith(b"\n"))
     if (len(records) != lines and len(records) != _filled(block)) or _TWO_ON_A_LINE.search(block):
         raise InvalidRecord("a line does not hold exactly one record")
     # B1 as `decode` applies it (msgspec skips an unknown field nested 33-999 deep without complaint). Every
@@ -267,6 +308,21 @@ def decode_block(block: bytes) -> list[Record]:
     if _may_repeat(block, _names_of(records)) and _repeated_in_lines(block):
         raise InvalidRecord("a line repeats a name")
     return records
+
+
+_LINES: list[tuple[bytes, int]] = [(b"", 0)]
+"""The last block `newlines` counted, and its count."""
+
+
+def newlines(block: bytes) -> int:
+    """`block.count(b"\\n")`, remembered for the last block counted: `read_blocks` (for its line numbers) and
+    `decode_block` (B9) both want it of each block, and the count is a byte loop over a megabyte."""
+    last, n = _LINES[0]
+    if last is block:
+        return n
+    n = block.count(b"\n")
+    _LINES[0] = (block, n)
+    return n
 
 
 _TWO_ON_A_LINE = re.compile(rb"\}[ \t\r]*\{")
