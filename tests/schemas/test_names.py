@@ -6,7 +6,7 @@ from pathlib import Path
 
 import orjson
 import pytest
-from hypothesis import given
+from hypothesis import example, given
 from hypothesis import strategies as st
 
 from coolant.io.sources import decode_records
@@ -146,3 +146,84 @@ def test_a_block_whose_line_hides_a_repeat_behind_white_space_is_refused(space: 
     hidden = HEAD + b'"deployment_id":"dep-a","deployment_id"' + space + b':"dep-b","model_group":"g","ok":false}'
     with pytest.raises(InvalidRecord):
         decode_block(GOOD + b"\n" + hidden + b"\n")
+
+
+_PLAIN_VALUES = {  # optional outcome fields with values holding no backslash (a `_plain` block's)
+    "status_code": b"429", "exception_type": b'"RateLimitError"', "exception_message": b'"quota: x : 1 {a} [b]"',
+    "retry_after": b'"20"', "attempt": b"2", "final": b"false", "gateway": b'"pod-1"', "latency_ms": b"80.5",
+    "ratelimit": b'{"remaining_requests":0,"reset_requests":2.5}',
+}
+
+
+@st.composite
+def _plain_line(draw: st.DrawFn) -> bytes:
+    """A line as published (compact, each optional field given, given as null or left out), or now and then with
+    one of what B11 must see: a name given twice (with a value, as null, or both), an unknown field, white space
+    around a name or a value, a repeat hidden by an escaped `":null` in a text."""
+    if draw(st.integers(0, 9)) == 0:
+        return HEALTH
+    parts = [GOOD[:-1]]
+    for name, value in _PLAIN_VALUES.items():
+        how = draw(st.sampled_from(["out", "null", "value"]))
+        if how != "out":
+            parts.append(b',"%s":%s' % (name.encode(), b"null" if how == "null" else value))
+    if draw(st.integers(0, 3)) == 0:
+        name, value = draw(st.sampled_from(sorted(_PLAIN_VALUES.items())))
+        key = b',"%s":' % name.encode()
+        parts.append(draw(st.sampled_from([
+            key + value + key + value, key + b"null" + key + value, key + value + key + b"null",
+            key + b"null" + key + b"null", b',"x":1', b',"x":null', b',"x":{"a":{"b":[1]}}', b',"ok":false',
+            b',"deployment_id" :"d"', b',"model_group": "g"', b',"origin":"a" ',
+            b',"source":"x\\":null","origin":"a","origin":"b"', b',"x\\\\":1',
+        ])))
+    return b"".join(parts) + b"}"
+
+
+@st.composite
+def _plain_blocks(draw: st.DrawFn) -> bytes:
+    """Lines joined mostly one a line; now and then two on a line, one over two lines, a blank line, or no final
+    line break."""
+    lines = draw(st.lists(_plain_line(), min_size=1, max_size=8))
+    out = lines[0]
+    for line in lines[1:]:
+        sep = draw(st.sampled_from([b"\n"] * 8 + [b"", b" ", b"\n\n"]))
+        if draw(st.integers(0, 9)) == 0:
+            line = line.replace(b",", b",\n", 1)  # this record over two lines
+        out += sep + line
+    return out + draw(st.sampled_from([b"\n", b"\n", b"", b"\n\n", b" \n"]))
+
+
+@given(_plain_blocks())
+@example(GOOD[:-1] + rb',"x\\":1}' + b"\n" + GOOD)  # a name that ends in a backslash: not a plain block
+def test_the_usual_blocks_screen_is_the_general_one(block: bytes) -> None:
+    """`decode_block`'s checks for a block with no backslash, tab or CR (`_plain`, `_plain_names`) answer what the
+    general ones (`_checked`: B9's line counts, B1, `_may_repeat`) answer, and a block it takes is what `decode`
+    makes of each line. Dropping the `}\\n{` count, the `" ` search, the nested names or the backslash test fails it."""
+    from coolant.schemas.codec import _checked, _decoder, _plain, _plain_names
+
+    try:
+        records = _decoder.decode_lines(block)
+    except Exception:
+        return
+    if _plain(block, len(records)):
+        lines = block.split(b"\n")
+        assert len(lines) - (block.endswith(b"\n")) == len(records)  # B9: one record per line
+        assert all(line.startswith(b"{") and line.endswith(b"}") for line in lines if line)
+        assert _plain_names(block, records) == (not _may_repeat(block, _names_of(records)))
+    try:
+        taken = decode_block(block)
+    except InvalidRecord:
+        return
+    each = [decode(line) for line in block.split(b"\n") if line.strip()]  # raises where the block should have
+    assert taken == each
+    assert _checked(block, records) == records
+
+
+def test_a_plain_block_with_a_repeat_or_a_split_record_is_redone_line_by_line() -> None:
+    twice = GOOD.replace(b'"ok":false', b'"ok":false,"ok":true')
+    split = GOOD.replace(b",", b",\n", 1)
+    for block in (GOOD + b"\n" + twice + b"\n", GOOD + b" " + GOOD + b"\n" + split + b"\n",
+                  GOOD + b"\n" + GOOD.replace(b"}", b',"deployment_id" :"dep-b"}') + b"\n"):
+        with pytest.raises(InvalidRecord):
+            decode_block(block)
+    assert len(decode_block(GOOD + b"\n" + GOOD.replace(b'"e"', b'"e2"'))) == 2  # no final line break
