@@ -198,7 +198,8 @@ def _plain_blocks(draw: st.DrawFn) -> bytes:
 def test_the_usual_blocks_screen_is_the_general_one(block: bytes) -> None:
     """`decode_block`'s checks for a block with no backslash, tab or CR (`_plain`, `_plain_names`) answer what the
     general ones (`_checked`: B9's line counts, B1, `_may_repeat`) answer, and a block it takes is what `decode`
-    makes of each line. Dropping the `}\\n{` count, the `" ` search, the nested names or the backslash test fails it."""
+    makes of each line. Dropping the line count, the two-on-a-line search, the white-space search, the nested names or
+    the backslash test fails it."""
     from coolant.schemas.codec import _checked, _decoder, _plain, _plain_names
 
     try:
@@ -208,7 +209,7 @@ def test_the_usual_blocks_screen_is_the_general_one(block: bytes) -> None:
     if _plain(block, len(records)):
         lines = block.split(b"\n")
         assert len(lines) - (block.endswith(b"\n")) == len(records)  # B9: one record per line
-        assert all(line.startswith(b"{") and line.endswith(b"}") for line in lines if line)
+        assert all(line.strip().startswith(b"{") and line.strip().endswith(b"}") for line in lines if line)
         assert _plain_names(block, records) == (not _may_repeat(block, _names_of(records)))
     try:
         taken = decode_block(block)
