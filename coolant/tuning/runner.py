@@ -27,7 +27,7 @@ from coolant.schemas import Outcome, Record
 from coolant.tuning.metrics import CooldownSpan, DeploymentTraffic, PolicyFigures, policy_figures
 from coolant.tuning.traffic import EngineInput
 
-__all__ = ["Evaluation", "GridRun", "default_jobs", "evaluate", "evaluate_many", "tasks"]
+__all__ = ["Evaluation", "GridRun", "Inputs", "default_jobs", "evaluate", "evaluate_many", "tasks"]
 
 Interval = tuple[float, float, str]
 """(start, until, reason) of one would-be cooldown, for the HTML timelines."""
@@ -42,7 +42,10 @@ class Evaluation:
 
 
 @dataclass(frozen=True, slots=True)
-class _Shared:
+class Inputs:
+    """What every run of a grid reads: the recording (decoded, and natively `compact`), its traffic index and the
+    report's settings; set once in the parent and inherited by the pool's workers."""
+
     records: Sequence[EngineInput]
     traffic: dict[str, DeploymentTraffic]
     flap_window: float
@@ -52,11 +55,11 @@ class _Shared:
     compact: Any | None = None
 
 
-_SHARED: _Shared | None = None
+_SHARED: Inputs | None = None
 """Set in the parent before the pool forks (inherited), or by `_init` in a spawned worker."""
 
 
-def _init(shared: _Shared) -> None:
+def _init(shared: Inputs) -> None:
     global _SHARED
     _SHARED = shared
 
@@ -102,18 +105,12 @@ def evaluate(
     return _evaluation(traffic, spans, flap_window, suppressed, charted)
 
 
-def evaluate_many(
-    policies: Sequence[Policy],
-    records: Sequence[EngineInput],
-    traffic: dict[str, DeploymentTraffic],
-    flap_window: float,
-    charted: Sequence[str] = (),
-    blocks: Sequence[Block] | None = None,
-    decoded: Sequence[Sequence[Record | None] | None] | None = None,
-    compact: Any | None = None,
-) -> list[Evaluation]:
-    """`evaluate` of each policy, in order: in one pass (`MultiEngine`) where the policies can share it (`shares`)
-    and the recording is replayed from its records or, natively, from `compact`; else one run per policy."""
+def evaluate_many(policies: Sequence[Policy], inputs: Inputs) -> list[Evaluation]:
+    """`evaluate` of each policy over `inputs`, in order: in one pass (`MultiEngine`) where the policies can share
+    it (`shares`) and the recording is replayed from its records or, natively, from `compact`; else one run per
+    policy."""
+    records, traffic, flap_window, charted = inputs.records, inputs.traffic, inputs.flap_window, inputs.charted
+    blocks, decoded, compact = inputs.blocks, inputs.decoded, inputs.compact
     policies = list(policies)
     multi_native = compact is not None and blocks is not None and available()
     if len(policies) < 2 or not shares(policies) or (blocks is not None and not multi_native):
@@ -193,7 +190,7 @@ def _counted_already(where_and_problem: str) -> None:
 def _evaluate_shared(policies: list[Policy]) -> list[Evaluation]:
     s = _SHARED
     assert s is not None, "worker started without the recording"
-    return evaluate_many(policies, s.records, s.traffic, s.flap_window, s.charted, s.blocks, s.decoded, s.compact)
+    return evaluate_many(policies, s)
 
 
 def tasks(policies: Sequence[Policy], jobs: int) -> list[list[int]]:
@@ -240,7 +237,7 @@ class GridRun:
         compact: Any | None = None,
     ) -> None:
         self.policies = list(policies)
-        self.shared = _Shared(records, traffic, flap_window, tuple(charted), blocks, decoded, compact)
+        self.shared = Inputs(records, traffic, flap_window, tuple(charted), blocks, decoded, compact)
         self.jobs = max(1, min(jobs, len(self.policies)))
         self._pool: ProcessPoolExecutor | None = None
         self.tasks = tasks(self.policies, self.jobs)
@@ -279,8 +276,7 @@ class GridRun:
         if self._pool is None:
             s = self.shared
             for task in self.tasks:
-                evs = evaluate_many([self.policies[i] for i in task], s.records, s.traffic, s.flap_window,
-                                    s.charted, s.blocks, s.decoded, s.compact)
+                evs = evaluate_many([self.policies[i] for i in task], s)
                 for i, ev in zip(task, evs, strict=True):
                     self.results[i] = ev
                     yield i, ev

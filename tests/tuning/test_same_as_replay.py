@@ -22,7 +22,7 @@ from coolant.processors.policy import Policy
 from coolant.replay.run import replay
 from coolant.schemas import Cooldown
 from coolant.tuning.grid import build_grid, parse_axis
-from coolant.tuning.runner import Interval, evaluate, evaluate_many, tasks
+from coolant.tuning.runner import Inputs, Interval, evaluate, evaluate_many, tasks
 from coolant.tuning.traffic import load_recording
 from tests.support.records import DEPLOYMENTS, fleet_traffic, probe_traffic, write_config
 
@@ -81,8 +81,8 @@ def test_each_policy_cools_what_replay_cools(tmp_path: Path, health: bool) -> No
         if lean.compact is not None:  # only the lines that are not plain successes decoded
             ways += [(lean.blocks, lean.decoded, lean.compact), (lean.blocks, lean.decoded, None)]
     together = [  # each way, the policies that share a pass (MultiEngine) in one: what GridRun runs
-        dict(zip(task, evaluate_many([points[i].policy for i in task], recording.records, recording.traffic, 30,
-                                     charted, bl, dec, compact), strict=True))
+        dict(zip(task, evaluate_many([points[i].policy for i in task], Inputs(
+            recording.records, recording.traffic, 30, tuple(charted), bl, dec, compact)), strict=True))
         for bl, dec, compact in ways
         for task in tasks([pt.policy for pt in points], 2)
     ]
