@@ -72,8 +72,13 @@ class Tail:
         """Ctrl-C; returns the exit status, what stdout still had, and all of stderr."""
         self.proc.send_signal(signal.SIGINT)
         assert self.proc.stdout is not None
-        rest = await asyncio.wait_for(self.proc.stdout.read(), 30)
-        rc = await asyncio.wait_for(self.proc.wait(), 30)
+        try:
+            rest = await asyncio.wait_for(self.proc.stdout.read(), 30)
+            rc = await asyncio.wait_for(self.proc.wait(), 30)
+        except TimeoutError:
+            self.proc.kill()
+            stderr = "".join(self.stderr)
+            raise AssertionError(f"tail did not end within 30 s of Ctrl-C; its stderr:\n{stderr}") from None
         await self._errs
         return rc, rest, "".join(self.stderr)
 
