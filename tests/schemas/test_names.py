@@ -116,12 +116,17 @@ def _lines(draw: st.DrawFn) -> bytes:
     """An outcome line with each optional field given, given as null or left out (or, now and then, a probe)."""
     if draw(st.integers(0, 9)) == 0:
         return HEALTH
+    return b"".join(_given(draw, {name: orjson.dumps(value) for name, value in _FIELDS.items()})) + b"}"
+
+
+def _given(draw: st.DrawFn, values: dict[str, bytes]) -> list[bytes]:
+    """GOOD's opening and each of `values` (JSON) given, given as null or left out: the parts of a line."""
     parts = [GOOD[:-1]]
-    for name, value in _FIELDS.items():
+    for name, value in values.items():
         how = draw(st.sampled_from(["out", "null", "value"]))
         if how != "out":
-            parts.append(b',"%s":%s' % (name.encode(), b"null" if how == "null" else orjson.dumps(value)))
-    return b"".join(parts) + b"}"
+            parts.append(b',"%s":%s' % (name.encode(), b"null" if how == "null" else value))
+    return parts
 
 
 @given(st.lists(_lines(), min_size=1, max_size=12))
@@ -162,11 +167,7 @@ def _plain_line(draw: st.DrawFn) -> bytes:
     around a name or a value, a repeat hidden by an escaped `":null` in a text."""
     if draw(st.integers(0, 9)) == 0:
         return HEALTH
-    parts = [GOOD[:-1]]
-    for name, value in _PLAIN_VALUES.items():
-        how = draw(st.sampled_from(["out", "null", "value"]))
-        if how != "out":
-            parts.append(b',"%s":%s' % (name.encode(), b"null" if how == "null" else value))
+    parts = _given(draw, _PLAIN_VALUES)
     if draw(st.integers(0, 3)) == 0:
         name, value = draw(st.sampled_from(sorted(_PLAIN_VALUES.items())))
         key = b',"%s":' % name.encode()
