@@ -17,6 +17,7 @@ from coolant.topics import Topics
 from tests.alerts.support import cooldown, transition
 from tests.support.kafka import produce
 from tests.support.records import ROOT
+from tests.support.terminal import interruptible
 
 pytestmark = pytest.mark.integration
 
@@ -44,6 +45,7 @@ class Tail:
         proc = await asyncio.create_subprocess_exec(
             sys.executable, "-m", "coolant.cli", "tail", "--bootstrap", bootstrap, "--topic-prefix", prefix, *args,
             cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env={**os.environ, "COLUMNS": "300"},
+            preexec_fn=interruptible,
         )
         return cls(proc)
 

@@ -24,6 +24,7 @@ from redis.asyncio import Redis
 from coolant.topics import Topics
 from tests.support.kafka import produce, read_topic, wait_caught_up
 from tests.support.records import ROOT, group_of, outcome
+from tests.support.terminal import interruptible
 from tests.support.waiting import wait_for
 from tests.support.worker import Case
 
@@ -95,7 +96,7 @@ async def _run_cli(*args: str, seconds: float) -> tuple[bytes, bytes]:
     """A `coolant` command that follows topics: run it `seconds`, then Ctrl-C; all it wrote."""
     proc = await asyncio.create_subprocess_exec(
         sys.executable, "-m", "coolant.cli", *args, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-        env={**os.environ, "COLUMNS": "300"})
+        env={**os.environ, "COLUMNS": "300"}, preexec_fn=interruptible)
     assert proc.stdout is not None and proc.stderr is not None
     out, err = asyncio.create_task(proc.stdout.read()), asyncio.create_task(proc.stderr.read())
     with contextlib.suppress(TimeoutError):
