@@ -164,7 +164,7 @@ def _router_v1(
     """Q1-Q4: router-level allowed fails, one counter shared by every category."""
     router = policy.router
     afp = router.allowed_fails_policy
-    e_r = cat.resolve(afp, failure.categories) if afp else None  # `resolve` of no entries is None
+    e_r = cat.resolve(afp, failure.categories) if afp else None  # `categories` is computed: only where it can match
     if e_r is None and policy.lone(entry.model_group):
         return Skip.LONE_EXEMPT
     if e_r is not None:

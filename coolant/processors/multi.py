@@ -80,8 +80,8 @@ class MultiEngine:
         ) else None
         """The policy whose `failure_of` stands for every policy's, when they all agree on what it reads."""
         k = len(self.policies)
-        self._late, self._duplicate, self._ignored, self.counted = (LATE,) * k, (DUPLICATE,) * k, (IGNORED,) * k, (
-            COUNTED,) * k
+        self._late, self._duplicate, self._ignored = (LATE,) * k, (DUPLICATE,) * k, (IGNORED,) * k
+        self.counted = (COUNTED,) * k
 
     def state(self, deployment_id: str) -> DeploymentState:
         """The shared state of `deployment_id`, each policy's own made with it."""
@@ -98,10 +98,7 @@ class MultiEngine:
         windows.discard(ps, o.late_after, o.slot_width, hw)
         horizon = (ps.hw if hw is None else hw) - o.late_after
         for mine in self.own[deployment_id]:
-            counters = mine.counters
-            if counters:
-                for name in [n for n, c in counters.items() if c.expires <= horizon]:
-                    del counters[name]
+            windows.expire_counters(mine, horizon)
 
     def feed(self, rec: Record) -> tuple[Step, ...]:
         """Each policy's step for `rec`, in policy order (X3 applied), as `Engine.feed` gives it."""

@@ -188,7 +188,7 @@ class Policy:
     options: Options = field(default_factory=Options)
 
     def single(self, group: str) -> bool:
-        return self.registry.group_sizes.get(group, 0) == 1  # `Registry.size`, without its call
+        return self.registry.size(group) == 1
 
     def lone(self, group: str) -> bool:
         return self.single(group) and group not in self.router.fallback_groups

@@ -83,6 +83,14 @@ def _forgets(store: type) -> bool:
     return known
 
 
+def expire_counters(ps: PathState, horizon: float) -> None:
+    """L3 on the allowed-fails counters: drop those expired at `horizon`."""
+    counters = ps.counters
+    if counters:
+        for name in [n for n, c in counters.items() if c.expires <= horizon]:
+            del counters[name]
+
+
 def discard(ps: PathState, late_after: float, width: int, hw: float | None = None) -> None:
     """L3: drop windows, counters and seen ids no non-late record can touch. Never changes a result. `hw`: as of
     that high-water mark instead of the state's own (the native success path ran an L3 at an earlier mark)."""
@@ -91,9 +99,7 @@ def discard(ps: PathState, late_after: float, width: int, hw: float | None = Non
     oldest = horizon - WINDOW
     for k in [k for k in wins if (k + 1) * width <= oldest]:
         del wins[k]
-    if ps.counters:
-        for name in [n for n, c in ps.counters.items() if c.expires <= horizon]:
-            del ps.counters[name]
+    expire_counters(ps, horizon)
     if ps.recent:  # the outlier profile's one-second buckets (X11)
         outlier_discard(ps, horizon)
     # D7 counters that no non-late record can read any more (the next increment re-anchors them anyway): `spent`,
