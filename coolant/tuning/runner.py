@@ -23,7 +23,7 @@ from coolant.native_backend import NativeBackend, available, collector_paused, f
 from coolant.processors import Engine, Step
 from coolant.processors.multi import MultiEngine, share_key, shares
 from coolant.processors.policy import Policy
-from coolant.schemas import Outcome, Record
+from coolant.schemas import Cooldown, Outcome, Record
 from coolant.tuning.metrics import CooldownSpan, DeploymentTraffic, PolicyFigures, policy_figures
 from coolant.tuning.traffic import EngineInput
 
@@ -96,12 +96,7 @@ def evaluate(
                 if step.suppressed is not None:
                     suppressed += 1
                 continue
-            span = CooldownSpan(cd.ts, cd.until, cd.reason, type(rec) is Outcome and not rec.ok)
-            mine = spans.get(cd.deployment_id)
-            if mine is None:
-                spans[cd.deployment_id] = [span]
-            else:
-                mine.append(span)
+            _keep(spans, cd, type(rec) is Outcome and not rec.ok)
     return _evaluation(traffic, spans, flap_window, suppressed, charted)
 
 
@@ -134,13 +129,18 @@ def evaluate_many(policies: Sequence[Policy], inputs: Inputs) -> list[Evaluation
                     if step.suppressed is not None:
                         suppressed[i] += 1
                     continue
-                span = CooldownSpan(cd.ts, cd.until, cd.reason, trigger)
-                mine = spans[i].get(cd.deployment_id)
-                if mine is None:
-                    spans[i][cd.deployment_id] = [span]
-                else:
-                    mine.append(span)
+                _keep(spans[i], cd, trigger)
         return [_evaluation(traffic, spans[i], flap_window, suppressed[i], charted) for i in range(k)]
+
+
+def _keep(spans: dict[str, list[CooldownSpan]], cd: Cooldown, trigger_counted: bool) -> None:
+    """A would-be cooldown added to its deployment's spans."""
+    span = CooldownSpan(cd.ts, cd.until, cd.reason, trigger_counted)
+    mine = spans.get(cd.deployment_id)
+    if mine is None:
+        spans[cd.deployment_id] = [span]
+    else:
+        mine.append(span)
 
 
 def _evaluation(
